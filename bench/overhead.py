@@ -1,0 +1,127 @@
+"""Overhead of the Learner against a hand-written PyTorch loop, in one process.
+
+The same tiny MLP (32 -> 64 -> 10, batch 64, AdamW) is trained for 2000 steps, on 1 thread, by:
+  - `hand`:    a hand-written loop (forward, loss, backward, step, zero_grad);
+  - `default`: a Learner with its default callbacks (Recorder, ProgressCallback, WriterCallback writing
+               metrics.json), its console output sent to a file;
+  - `bare`:    a Learner with no callbacks at all.
+The variants run interleaved, in a rotating order, for several rounds; we report the median time of each
+and the median over rounds of the ratio to `hand` in the same round. Then, separately (tracemalloc slows
+things down), the peak Python memory of each variant, and the import time of trainer_nb beyond torch.
+
+Run: python bench/overhead.py [--rounds 7] [--steps 2000]
+"""
+import argparse
+import contextlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trainer_nb.learner import Learner  # noqa: E402
+
+BS, N_BATCHES = 64, 100
+
+
+def make_data():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(BS * N_BATCHES, 32, generator=g)
+    y = torch.randint(0, 10, (BS * N_BATCHES,), generator=g)
+    return DataLoader(TensorDataset(x, y), batch_size=BS, shuffle=True, generator=torch.Generator().manual_seed(0))
+
+
+def make_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def hand(dl, steps, out):
+    model = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    done = 0
+    while done < steps:
+        for xb, yb in dl:
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            done += 1
+            if done == steps: break
+    return model
+
+
+def learner(dl, steps, out, default_cbs):
+    learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
+                    default_cbs=default_cbs)
+    with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
+        learn.fit(n_steps=steps)
+    return learn.model
+
+
+VARIANTS = {
+    'hand': lambda dl, steps, out: hand(dl, steps, out),
+    'default': lambda dl, steps, out: learner(dl, steps, out, True),
+    'bare': lambda dl, steps, out: learner(dl, steps, out, False),
+}
+
+
+def timed(name, dl, steps, out):
+    t0 = time.perf_counter()
+    VARIANTS[name](dl, steps, out)
+    return time.perf_counter() - t0
+
+
+def peak_memory(name, dl, steps, out):
+    tracemalloc.start()
+    VARIANTS[name](dl, steps, out)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def import_time(repeats=5):
+    code = ("import time; t0 = time.perf_counter(); import torch; t1 = time.perf_counter(); "
+            "import trainer_nb.all; t2 = time.perf_counter(); print(t1 - t0, t2 - t1)")
+    root = Path(__file__).resolve().parent.parent
+    runs = [tuple(map(float, subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                                            check=True, cwd=root).stdout.split())) for _ in range(repeats)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--rounds', type=int, default=7)
+    parser.add_argument('--steps', type=int, default=2000)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dl = make_data()
+    names = list(VARIANTS)
+    times = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as out:
+        for n in names: timed(n, dl, 200, out)  # warm-up
+        for r in range(args.rounds):
+            order = names[r % 3:] + names[:r % 3]
+            for n in order: times[n].append(timed(n, dl, args.steps, out))
+        memory = {n: peak_memory(n, dl, args.steps, out) for n in names}
+    torch_s, ours_s = import_time()
+    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {args.steps} steps, "
+          f"{args.rounds} rounds, 1 thread")
+    print("| variant | median time (s) | median ratio to hand | peak Python memory (MiB) |")
+    print("|---|---|---|---|")
+    for n in names:
+        ratios = [t / h for t, h in zip(times[n], times['hand'])]
+        print(f"| {n} | {statistics.median(times[n]):.3f} | {statistics.median(ratios):.3f}x | "
+              f"{memory[n] / 2**20:.2f} |")
+    print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
+
+
+if __name__ == '__main__': main()

@@ -1,0 +1,12 @@
+import os
+
+os.environ.setdefault('MPLBACKEND', 'Agg')
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
