@@ -5,19 +5,23 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #9c252691
-from . import checkpoint as _checkpoint, core as _core, events as _events, learner as _learner, \
-    metrics as _metrics
-from .callback import core as _callback_core, progress as _progress, recorder as _recorder
+# %% ../nbs/99_all.ipynb #891bde06
+from . import checkpoint as _checkpoint, core as _core, data as _data, events as _events, \
+    learner as _learner, metrics as _metrics
+from .callback import core as _callback_core, progress as _progress, recorder as _recorder, \
+    schedule as _schedule
 
 from .core import *
 from .events import *
 from .callback.core import *
 from .metrics import *
+from .data import *
 from .checkpoint import *
 from .learner import *
 from .callback.recorder import *
 from .callback.progress import *
+from .callback.schedule import *
 
-__all__ = [name for module in (_core, _events, _callback_core, _metrics, _checkpoint, _learner, _recorder, _progress)
+__all__ = [name for module in (_core, _events, _callback_core, _metrics, _data, _checkpoint, _learner, _recorder,
+                                _progress, _schedule)
            for name in module.__all__]

@@ -70,7 +70,7 @@ class ProgressCallback(Callback):
             self._comment_t = now
             history = learn.storage.histories().get('train/loss')
             if history is not None and history.count: self.pbar.comment = f"{history.median(20):.4f}"
-        self.pbar.update(learn.fit_state.epoch_iter + 1)
+        self.pbar.update(learn.fit_state.epoch_iter)
 
     def after_train(self): _close(self.pbar)
 
