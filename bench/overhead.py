@@ -4,7 +4,11 @@ The same tiny MLP (32 -> 64 -> 10, batch 64, AdamW) is trained for 2000 steps, o
   - `hand`:    a hand-written loop (forward, loss, backward, step, zero_grad);
   - `default`: a Learner with its default callbacks (Recorder, ProgressCallback, WriterCallback writing
                metrics.json), its console output sent to a file;
-  - `bare`:    a Learner with no callbacks at all.
+  - `bare`:    a Learner with no callbacks at all;
+  - `toolkit`: the default callbacks plus a one-cycle schedule (`fit_one_cycle`), `GradientClip` and
+               `TerminateOnNaN`: a typical set of the training toolkit; compared with
+  - `hand_toolkit`: the hand-written loop doing the same by hand (torch's OneCycleLR, clip_grad_norm_, a check
+               of the loss), so that the ratio shows the toolkit's overhead, not the work it does.
 The variants run interleaved, in a rotating order, for several rounds; we report the median time of each
 and the median over rounds of the ratio to `hand` in the same round. Then, separately (tracemalloc slows
 things down), the peak Python memory of each variant, and the import time of trainer_nb beyond torch.
@@ -26,6 +30,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trainer_nb.callback.tracker import TerminateOnNaN  # noqa: E402
+from trainer_nb.callback.training import GradientClip  # noqa: E402
 from trainer_nb.learner import Learner  # noqa: E402
 
 BS, N_BATCHES = 64, 100
@@ -59,11 +65,33 @@ def hand(dl, steps, out):
     return model
 
 
-def learner(dl, steps, out, default_cbs):
+def hand_toolkit(dl, steps, out):
+    model = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, total_steps=steps, pct_start=0.25)
+    model.train()
+    done = 0
+    while done < steps:
+        for xb, yb in dl:
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            if not torch.isfinite(loss): return model
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            done += 1
+            if done == steps: break
+    return model
+
+
+def learner(dl, steps, out, default_cbs, toolkit=False):
+    cbs = [GradientClip(1.0), TerminateOnNaN()] if toolkit else []
     learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
-                    default_cbs=default_cbs)
+                    default_cbs=default_cbs, cbs=cbs)
     with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
-        learn.fit(n_steps=steps)
+        if toolkit: learn.fit_one_cycle(n_steps=steps, lr_max=1e-3)
+        else: learn.fit(n_steps=steps)
     return learn.model
 
 
@@ -71,7 +99,10 @@ VARIANTS = {
     'hand': lambda dl, steps, out: hand(dl, steps, out),
     'default': lambda dl, steps, out: learner(dl, steps, out, True),
     'bare': lambda dl, steps, out: learner(dl, steps, out, False),
+    'toolkit': lambda dl, steps, out: learner(dl, steps, out, True, toolkit=True),
+    'hand_toolkit': lambda dl, steps, out: hand_toolkit(dl, steps, out),
 }
+BASELINE = {'default': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
 
 
 def timed(name, dl, steps, out):
@@ -109,17 +140,18 @@ def main():
     with tempfile.TemporaryDirectory() as out:
         for n in names: timed(n, dl, 200, out)  # warm-up
         for r in range(args.rounds):
-            order = names[r % 3:] + names[:r % 3]
+            order = names[r % len(names):] + names[:r % len(names)]
             for n in order: times[n].append(timed(n, dl, args.steps, out))
         memory = {n: peak_memory(n, dl, args.steps, out) for n in names}
     torch_s, ours_s = import_time()
     print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {args.steps} steps, "
           f"{args.rounds} rounds, 1 thread")
-    print("| variant | median time (s) | median ratio to hand | peak Python memory (MiB) |")
-    print("|---|---|---|---|")
+    print("| variant | median time (s) | compared with | median ratio | peak Python memory (MiB) |")
+    print("|---|---|---|---|---|")
     for n in names:
-        ratios = [t / h for t, h in zip(times[n], times['hand'])]
-        print(f"| {n} | {statistics.median(times[n]):.3f} | {statistics.median(ratios):.3f}x | "
+        base = BASELINE[n]
+        ratios = [t / h for t, h in zip(times[n], times[base])]
+        print(f"| {n} | {statistics.median(times[n]):.3f} | {base} | {statistics.median(ratios):.3f}x | "
               f"{memory[n] / 2**20:.2f} |")
     print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
 

@@ -39,11 +39,11 @@ class Noise(Callback):
         self.learn.xb = (x + noise,)
 
 
-def make_learner(path, seed=0, checkpoints=True):
+def make_learner(path, seed=0, checkpoints=True, cbs=()):
     torch.manual_seed(seed); np.random.seed(seed); random.seed(seed)
     train, valid = data()
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3))
-    cbs = [Noise()] + ([CheckpointCallback(every_steps=7)] if checkpoints else [])
+    cbs = [Noise(), *cbs] + ([CheckpointCallback(every_steps=7)] if checkpoints else [])
     return Learner(model, (DataLoader(train, batch_size=BS, shuffle=True), DataLoader(valid, batch_size=BS)),
                    nn.functional.cross_entropy, metrics=[accuracy], lr=1e-2, path=path, cbs=cbs, progress=False)
 

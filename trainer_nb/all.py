@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #891bde06
+# %% ../nbs/99_all.ipynb #aba6e4aa
 from . import checkpoint as _checkpoint, core as _core, data as _data, events as _events, \
     learner as _learner, metrics as _metrics
-from .callback import core as _callback_core, progress as _progress, recorder as _recorder, \
-    schedule as _schedule
+from .callback import core as _callback_core, outputs as _outputs, progress as _progress, \
+    recorder as _recorder, schedule as _schedule, tracker as _tracker, training as _training
 
 from .core import *
 from .events import *
@@ -21,7 +21,10 @@ from .learner import *
 from .callback.recorder import *
 from .callback.progress import *
 from .callback.schedule import *
+from .callback.training import *
+from .callback.tracker import *
+from .callback.outputs import *
 
 __all__ = [name for module in (_core, _events, _callback_core, _metrics, _data, _checkpoint, _learner, _recorder,
-                                _progress, _schedule)
+                                _progress, _schedule, _training, _tracker, _outputs)
            for name in module.__all__]
