@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #aba6e4aa
-from . import checkpoint as _checkpoint, core as _core, data as _data, events as _events, \
-    learner as _learner, metrics as _metrics
+# %% ../nbs/99_all.ipynb #be4b1063
+from . import checkpoint as _checkpoint, core as _core, data as _data, distributed as _distributed, \
+    events as _events, learner as _learner, metrics as _metrics
 from .callback import core as _callback_core, outputs as _outputs, progress as _progress, \
     recorder as _recorder, schedule as _schedule, tracker as _tracker, training as _training
 
@@ -24,7 +24,9 @@ from .callback.schedule import *
 from .callback.training import *
 from .callback.tracker import *
 from .callback.outputs import *
+from .distributed import *
 
 __all__ = [name for module in (_core, _events, _callback_core, _metrics, _data, _checkpoint, _learner, _recorder,
-                                _progress, _schedule, _training, _tracker, _outputs)
+                                _progress, _schedule, _training, _tracker, _outputs,
+                                _distributed)
            for name in module.__all__]

@@ -1,0 +1,176 @@
+"""Data-parallel training on torch.distributed: 2 processes with gloo on the CPU (process 0 is this test's own
+process, process 1 is forked by `launch`)."""
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from trainer_nb.callback.core import Callback
+from trainer_nb.callback.recorder import Recorder
+from trainer_nb.callback.training import GradientAccumulation
+from trainer_nb.checkpoint import CheckpointCallback
+from trainer_nb.demo import digits_datasets, digits_model
+from trainer_nb.distributed import DistributedTrainer, launch
+from trainer_nb.learner import Learner
+from trainer_nb.metrics import accuracy
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason='torch.distributed is not available')
+
+
+def digits_learner(path, bs, cbs=(), n=None, progress=False):
+    torch.manual_seed(0)
+    train, valid = digits_datasets()
+    if n is not None: train = Subset(train, range(n))
+    return Learner(digits_model(), (DataLoader(train, batch_size=bs, shuffle=True), DataLoader(valid, batch_size=100)),
+                   nn.functional.cross_entropy, lr=1e-2, metrics=[accuracy], path=path, device='cpu',
+                   progress=progress, cbs=list(cbs))
+
+
+def losses(learn): return torch.tensor([v for v, _ in learn.storage.history('train/loss').values()])
+
+
+def test_two_processes_match_one_with_the_same_global_batch(tmp_path):
+    one = digits_learner(tmp_path / 'one', bs=64)
+    one.fit(5)
+
+    def two_procs():
+        learn = digits_learner(tmp_path / 'two', bs=32, cbs=[DistributedTrainer()])
+        learn.fit(5)
+        return learn
+
+    two = launch(two_procs, 2)
+    assert two.world_size == 2 and two.step == one.step == 5 * 23
+    assert two.fit_state.samples == one.fit_state.samples == 5 * 1438
+    l1, l2 = losses(one), losses(two)
+    print(f"max |loss difference| 1 vs 2 processes over {len(l1)} steps: {(l1 - l2).abs().max():.2e}")
+    assert torch.allclose(l1, l2, rtol=1e-4, atol=1e-5)
+    acc1, acc2 = one.valid_results['accuracy'], two.valid_results['accuracy']
+    assert acc1 >= 0.95 and abs(acc1 - acc2) < 0.005
+    # validation covered the whole set once: the same loss as one process computes
+    assert abs(two.valid_results['loss'] - one.valid_results['loss']) < 1e-4
+
+
+def test_accumulation_with_no_sync_matches_one_process(tmp_path):
+    n = 22 * 64
+    one = digits_learner(tmp_path / 'one', bs=64, n=n)
+    one.fit(2)
+
+    def two_procs():
+        learn = digits_learner(tmp_path / 'two', bs=16, n=n, cbs=[DistributedTrainer(), GradientAccumulation(2)])
+        learn.fit(2)
+        return learn
+
+    two = launch(two_procs, 2)
+    assert two.step == one.step == 44
+    assert torch.allclose(losses(one), losses(two), rtol=1e-4, atol=1e-5)
+
+
+def test_only_process_0_writes_files(tmp_path):
+    def train():
+        rank = int(os.environ['RANK'])
+        learn = digits_learner(tmp_path / f'rank{rank}', bs=32, cbs=[DistributedTrainer(), CheckpointCallback()])
+        learn.fit(2)
+        learn.save('final')
+
+    launch(train, 2)
+    assert (tmp_path / 'rank0' / 'metrics.json').exists()
+    assert sorted(p.name for p in (tmp_path / 'rank0' / 'checkpoints').iterdir()) == \
+        ['final.pt', 'last.pt', 'step_0000023.pt', 'step_0000046.pt']
+    assert not (tmp_path / 'rank1').exists()
+
+
+def test_an_interrupt_in_one_process_stops_both_at_the_same_step_and_resume_continues(tmp_path):
+    class InterruptRank1(Callback):
+        def after_step(self):
+            if self.learn.rank == 1 and self.learn.step == 7: os.kill(os.getpid(), signal.SIGINT)
+
+    def train(interrupt):
+        learn = digits_learner(tmp_path, bs=32, cbs=[DistributedTrainer()])
+        learn.fit(2, cbs=[InterruptRank1()] if interrupt else [])
+        stopped = (learn.stop_reason, learn.step)
+        (tmp_path / f"stop{learn.rank}.txt").write_text(repr(stopped))
+        if interrupt: learn.resume()
+        return stopped, learn
+
+    (stopped, resumed) = launch(train, 2, True)
+    assert stopped == ('interrupted', 7)
+    assert (tmp_path / 'stop1.txt').read_text() == repr(('interrupted', 7))  # process 1 stopped at the same step
+    _, reference = launch(train, 2, False)
+    assert resumed.stop_reason == 'completed' and resumed.step == reference.step == 46
+    for a, b in zip(resumed.model.parameters(), reference.model.parameters()): assert torch.equal(a, b)
+
+
+class Recording(Dataset):
+    "A dataset that notes, in a file per process, which items it loaded."
+    def __init__(self, ds, folder): self.ds, self.folder = ds, Path(folder)
+    def __len__(self): return len(self.ds)
+    def __getitem__(self, i):
+        with open(self.folder / f"loaded_{os.getpid()}.txt", 'a') as f: f.write(f"{i}\n")
+        return self.ds[i]
+
+
+def test_a_two_process_checkpoint_resumes_in_one_process(tmp_path):
+    (tmp_path / 'two').mkdir(); (tmp_path / 'one').mkdir()
+
+    def make(folder, cbs):
+        torch.manual_seed(0)
+        train, valid = digits_datasets()
+        return Learner(digits_model(), (DataLoader(Recording(train, folder), batch_size=32, shuffle=True),
+                                        DataLoader(valid, batch_size=100)),
+                       nn.functional.cross_entropy, lr=1e-2, path=tmp_path, device='cpu', progress=False, cbs=cbs)
+
+    class StopAt(Callback):
+        def after_step(self):
+            if self.learn.step == 30: self.learn.request_stop()
+
+    def two_procs():
+        learn = make(tmp_path / 'two', [DistributedTrainer(), CheckpointCallback(every_epochs=10)])
+        learn.fit(2, cbs=[StopAt()])
+        return learn.fit_state.epoch_offset
+
+    offset = launch(two_procs, 2)
+    assert offset == 7 * 64  # step 30 = 23 steps of epoch 0 + 7 of epoch 1, 64 samples each
+    one = make(tmp_path / 'one', [])
+    one.load('last')
+    assert (one.fit_state.world_size, one.fit_state.epoch, one.fit_state.epoch_offset) == (2, 1, 448)
+    with pytest.warns(UserWarning, match=r"given callbacks \['stop_at'\]"):
+        one.resume()  # (StopAt is not passed again: the warning says so, and the fit goes on without it)
+    assert one.stop_reason == 'completed' and one.fit_state.samples == 1438 + 1438
+    # epoch 1: 448 samples in two processes (the last 224 each loaded), the other 990 in one; each exactly once
+    per_process = [f.read_text().split() for f in (tmp_path / 'two').iterdir()]
+    assert sorted(len(p) for p in per_process) == [719 + 224, 719 + 224]
+    epoch1_two = [int(i) for p in per_process for i in p[-224:]]
+    loaded_one = [int(i) for f in (tmp_path / 'one').iterdir() for i in f.read_text().split()]
+    assert len(loaded_one) == 1438 - 448
+    assert sorted(epoch1_two + loaded_one) == list(range(1438))
+
+
+def test_a_failing_process_makes_the_others_fail_clearly(tmp_path):
+    def train():
+        learn = digits_learner(tmp_path, bs=32, cbs=[DistributedTrainer(timeout=20)])
+        class Boom(Callback):
+            def after_step(self):
+                if self.learn.rank == 1 and self.learn.step == 3: raise ValueError('process 1 fails at step 3')
+        learn.fit(2, cbs=[Boom()])
+
+    with pytest.raises(RuntimeError, match=r'Process 1 of the distributed run failed(.|\n)*process 1 fails at step 3'):
+        launch(train, 2, timeout=20)
+
+
+@pytest.mark.slow
+def test_torchrun_runs_an_unchanged_script(tmp_path):
+    script = Path(__file__).parent / 'ddp_digits.py'
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                           str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'world 2' in proc.stdout and (tmp_path / 'metrics.json').exists()
+    single = subprocess.run([sys.executable, str(script), str(tmp_path / 'single')], capture_output=True, text=True,
+                            timeout=300)
+    assert single.returncode == 0 and 'world 1' in single.stdout
