@@ -4,6 +4,8 @@ The same tiny MLP (32 -> 64 -> 10, batch 64, AdamW) is trained for 2000 steps, o
   - `hand`:    a hand-written loop (forward, loss, backward, step, zero_grad);
   - `default`: a Learner with its default callbacks (Recorder, ProgressCallback, WriterCallback writing
                metrics.json), its console output sent to a file;
+  - `default_no_plot`: the same without `LivePlotCallback`, whose one cost outside the loop is the final
+               `plot.png` it renders at the end of each fit (about 0.1 s);
   - `bare`:    a Learner with no callbacks at all;
   - `toolkit`: the default callbacks plus a one-cycle schedule (`fit_one_cycle`), `GradientClip` and
                `TerminateOnNaN`: a typical set of the training toolkit; compared with
@@ -85,10 +87,11 @@ def hand_toolkit(dl, steps, out):
     return model
 
 
-def learner(dl, steps, out, default_cbs, toolkit=False):
+def learner(dl, steps, out, default_cbs, toolkit=False, plot=True):
     cbs = [GradientClip(1.0), TerminateOnNaN()] if toolkit else []
     learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
                     default_cbs=default_cbs, cbs=cbs)
+    if not plot: learn.remove_cb('live_plot')
     with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
         if toolkit: learn.fit_one_cycle(n_steps=steps, lr_max=1e-3)
         else: learn.fit(n_steps=steps)
@@ -98,11 +101,12 @@ def learner(dl, steps, out, default_cbs, toolkit=False):
 VARIANTS = {
     'hand': lambda dl, steps, out: hand(dl, steps, out),
     'default': lambda dl, steps, out: learner(dl, steps, out, True),
+    'default_no_plot': lambda dl, steps, out: learner(dl, steps, out, True, plot=False),
     'bare': lambda dl, steps, out: learner(dl, steps, out, False),
     'toolkit': lambda dl, steps, out: learner(dl, steps, out, True, toolkit=True),
     'hand_toolkit': lambda dl, steps, out: hand_toolkit(dl, steps, out),
 }
-BASELINE = {'default': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
+BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
 
 
 def timed(name, dl, steps, out):

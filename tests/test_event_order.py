@@ -27,11 +27,12 @@ def test_whole_fit_event_order():
 
 def test_default_callbacks_in_order(tmp_path):
     learn = synth_learner(default_cbs=True, path=tmp_path)
-    assert [type(c).__name__ for c in learn.cbs] == ['Recorder', 'ProgressCallback', 'WriterCallback']
+    assert [type(c).__name__ for c in learn.cbs] == ['Recorder', 'ControlPanelCallback', 'ProgressCallback',
+                                                    'LivePlotCallback', 'WriterCallback']
     lines = []
     learn.show_loop(print_fn=lines.append)
     text = lines[0]
-    assert 'after_validate' in text and 'Recorder, ProgressCallback, WriterCallback' in text
+    assert 'after_validate' in text and 'Recorder, ProgressCallback, LivePlotCallback, WriterCallback' in text
 
 
 def test_order_ties_keep_insertion_order():

@@ -5,11 +5,12 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #be4b1063
+# %% ../nbs/99_all.ipynb #361e3050
 from . import checkpoint as _checkpoint, core as _core, data as _data, distributed as _distributed, \
     events as _events, learner as _learner, metrics as _metrics
-from .callback import core as _callback_core, outputs as _outputs, progress as _progress, \
-    recorder as _recorder, schedule as _schedule, tracker as _tracker, training as _training
+from .callback import core as _callback_core, liveplot as _liveplot, outputs as _outputs, \
+    panel as _panel, progress as _progress, recorder as _recorder, schedule as _schedule, tracker as _tracker, \
+    training as _training
 
 from .core import *
 from .events import *
@@ -20,6 +21,8 @@ from .checkpoint import *
 from .learner import *
 from .callback.recorder import *
 from .callback.progress import *
+from .callback.liveplot import *
+from .callback.panel import *
 from .callback.schedule import *
 from .callback.training import *
 from .callback.tracker import *
@@ -27,6 +30,6 @@ from .callback.outputs import *
 from .distributed import *
 
 __all__ = [name for module in (_core, _events, _callback_core, _metrics, _data, _checkpoint, _learner, _recorder,
-                                _progress, _schedule, _training, _tracker, _outputs,
+                                _progress, _liveplot, _panel, _schedule, _training, _tracker, _outputs,
                                 _distributed)
            for name in module.__all__]

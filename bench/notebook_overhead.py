@@ -1,0 +1,173 @@
+"""Overhead of the notebook display (progress bars, live plot, control panel), measured in a real Jupyter kernel.
+
+A kernel is started with jupyter_client, and each fit runs as a cell, as a user runs it; this script reads the
+kernel's messages (the displays it sends) as a frontend would. The same MLP as `bench/overhead.py`
+(32 -> 64 -> 10, batch 64, AdamW, 1 thread), on 1000 training batches per epoch and 10 validation batches, for
+`--steps` optimizer steps, with these callbacks:
+  - `plain`:    Recorder, WriterCallback (metrics.json): the loop without any display;
+  - `bars`:     plain + ProgressCallback (fastprogress bars and table, HTML in the kernel);
+  - `notebook`: plain + ControlPanelCallback + ProgressCallback + LivePlotCallback: what a notebook shows.
+The variants run interleaved, in a rotating order, for `--rounds` rounds, after one warm-up fit each (which
+pays the imports of fastprogress, ipywidgets and matplotlib). We report the median fit time of each variant,
+the median over rounds of its ratio to `plain` in the same round, by wall time and by the kernel process's CPU
+time (less sensitive to other processes on a shared machine), and the live plot's own accounting
+(`learn.live_plot.stats`: redraws, seconds spent, final figure included). Because wall-time ratios on a
+shared 2-core machine move by several percent from run to run, we also time the display callbacks from inside:
+each one is wrapped so that the seconds spent in its event handlers add up (`time in the display callbacks`,
+as a share of the fit's wall time); that is their direct cost, without the noise of the rest. Then `plain` and `notebook` on a
+long fit (`--long-steps`), long enough for live redraws (a short fit's plot budget pays only for its final
+figure), and the cost of the first notebook fit in a fresh kernel (imports included) against a plain fit.
+
+Run: python bench/notebook_overhead.py [--rounds 7] [--steps 20000] [--long-steps 100000] [--long-rounds 2]
+"""
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jupyter_client
+
+SETUP = '''
+import json, tempfile, time, torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from trainer_nb.learner import Learner
+from trainer_nb.callback.core import Callback
+from trainer_nb.callback.recorder import Recorder, WriterCallback
+from trainer_nb.callback.progress import ProgressCallback
+from trainer_nb.callback.liveplot import LivePlotCallback
+from trainer_nb.callback.panel import ControlPanelCallback
+
+torch.set_num_threads(1)
+BS = 64
+def loader(n_batches, seed, shuffle):
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(BS * n_batches, 32, generator=g), torch.randint(0, 10, (BS * n_batches,), generator=g)
+    return DataLoader(TensorDataset(x, y), batch_size=BS, shuffle=shuffle,
+                      generator=torch.Generator().manual_seed(seed) if shuffle else None)
+dls = (loader(1000, 0, True), loader(10, 1, False))
+
+DISPLAYS = {
+    'plain': lambda: [],
+    'bars': lambda: [ProgressCallback()],
+    'notebook': lambda: [ControlPanelCallback(), ProgressCallback(), LivePlotCallback()],
+}
+
+class Timed(Callback):
+    "Run `cb`, adding up the time spent in its event handlers (the display's own cost, measured from inside)."
+    def __init__(self, cb):
+        self.cb, self.order, self.seconds = cb, cb.order, 0.
+    @property
+    def name(self): return self.cb.name
+    def handlers(self):
+        return {event: self._timed(fn) for event, fn in self.cb.handlers().items()}
+    def _timed(self, fn):
+        def run():
+            self.cb.learn = self.learn
+            t = time.perf_counter()
+            try: fn()
+            finally: self.seconds += time.perf_counter() - t
+        return run
+
+def bench(name, steps):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+    displays = [Timed(cb) for cb in DISPLAYS[name]()]
+    learn = Learner(model, dls, nn.functional.cross_entropy, lr=1e-3, path=tempfile.mkdtemp(), device='cpu',
+                    default_cbs=False, cbs=[Recorder(), *displays, WriterCallback()])
+    t0, c0 = time.perf_counter(), time.process_time()
+    learn.fit(n_steps=steps)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    plot = next((d.cb.stats for d in displays if isinstance(d.cb, LivePlotCallback)), None)
+    inside = sum(d.seconds for d in displays)
+    print('BENCH ' + json.dumps({'variant': name, 'seconds': seconds, 'cpu': cpu, 'inside': inside, 'plot': plot}),
+          flush=True)
+'''
+
+
+def run_cell(kc, code, timeout=3600):
+    "Execute `code`, reading every message it causes (as a frontend does); return what it printed."
+    msg_id = kc.execute(code)
+    out, deadline = [], time.time() + timeout
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(deadline - time.time(), 1))
+        if msg['parent_header'].get('msg_id') != msg_id: continue
+        if msg['msg_type'] == 'stream': out.append(msg['content']['text'])
+        elif msg['msg_type'] == 'error': raise RuntimeError('\n'.join(msg['content']['traceback']))
+        elif msg['msg_type'] == 'status' and msg['content']['execution_state'] == 'idle': break
+    kc.get_shell_msg(timeout=timeout)
+    return ''.join(out)
+
+
+def bench(kc, name, steps) -> dict:
+    out = run_cell(kc, f"bench({name!r}, {steps})")
+    return json.loads(next(l for l in out.splitlines() if l.startswith('BENCH '))[6:])
+
+
+def ratios(runs, ref, key='seconds'):
+    return [r[key] / p[key] for r, p in zip(runs, ref)]
+
+
+def plot_share(runs):
+    plots = [r['plot'] for r in runs if r['plot']]
+    if not plots: return '| | | |'
+    return (f"| {statistics.median(p['redraws'] for p in plots):.0f} | {statistics.median(p['spent'] for p in plots):.3f} "
+            f"| {statistics.median(p['spent'] / p['elapsed'] for p in plots):.2%} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--rounds', type=int, default=7)
+    parser.add_argument('--steps', type=int, default=20000)
+    parser.add_argument('--long-steps', type=int, default=100000, help='a long fit, where the live plot redraws')
+    parser.add_argument('--long-rounds', type=int, default=2)
+    args = parser.parse_args()
+    root = Path(__file__).resolve().parent.parent
+    km = jupyter_client.KernelManager(kernel_name='python3')
+    km.start_kernel(cwd=tempfile.mkdtemp())
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        run_cell(kc, f"import sys; sys.path.insert(0, {str(root)!r})\n" + SETUP)
+        cold_plain = bench(kc, 'plain', args.steps)
+        cold = bench(kc, 'notebook', args.steps)  # a fresh kernel: imports fastprogress, ipywidgets, matplotlib
+        names = ['plain', 'bars', 'notebook']
+        for n in names: bench(kc, n, 1000)  # warm-up
+        runs = {n: [] for n in names}
+        for r in range(args.rounds):
+            for n in names[r % 3:] + names[:r % 3]: runs[n].append(bench(kc, n, args.steps))
+        long = {'plain': [], 'notebook': []}
+        for r in range(args.long_rounds):
+            for n in (['plain', 'notebook'] if r % 2 == 0 else ['notebook', 'plain']):
+                long[n].append(bench(kc, n, args.long_steps))
+        versions = run_cell(kc, "import ipykernel, matplotlib, ipywidgets, fastprogress, torch, sys\n"
+                                "print(sys.version.split()[0], torch.__version__, ipykernel.__version__, "
+                                "ipywidgets.__version__, matplotlib.__version__, fastprogress.__version__)")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+    py, torch_v, ipk, ipw, mpl, fp = versions.split()
+    print(f"python {py}, torch {torch_v}, ipykernel {ipk}, ipywidgets {ipw}, matplotlib {mpl}, fastprogress {fp}; "
+          f"1 thread; {args.rounds} rounds of {args.steps} steps, {args.long_rounds} of {args.long_steps}")
+    print("| variant | steps | median fit time (s) | median ratio to plain (wall) | median ratio to plain (kernel CPU) "
+          "| time in the display callbacks | plot redraws | plot cost (s) | plot share of the fit |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for table, steps in ((runs, args.steps), (long, args.long_steps)):
+        for n, rs in table.items():
+            print(f"| {n} | {steps} | {statistics.median(r['seconds'] for r in rs):.3f} "
+                  f"| {statistics.median(ratios(rs, table['plain'])):.3f}x "
+                  f"| {statistics.median(ratios(rs, table['plain'], 'cpu')):.3f}x "
+                  f"| {statistics.median(r['inside'] / r['seconds'] for r in rs):.2%} {plot_share(rs)}")
+    p = cold['plot']
+    print(f"\nfirst notebook fit in a fresh kernel ({args.steps} steps, imports included): {cold['seconds']:.3f} s "
+          f"against {cold_plain['seconds']:.3f} s plain ({cold['seconds'] / cold_plain['seconds']:.3f}x); its plot: "
+          f"{p['redraws']} redraws, {p['spent']:.3f} s ({p['spent'] / p['elapsed']:.2%}), "
+          f"of which the final figure {p['final']:.3f} s")
+
+
+if __name__ == '__main__': main()

@@ -1,0 +1,222 @@
+"""End to end, as a user: JupyterLab (started here, on 127.0.0.1) in headless Chromium, driven by Playwright.
+
+Open `tests/notebooks/live_view.ipynb`, Run All, take two screenshots while it trains (the bars and the live plot
+move between them), click Stop (the fit ends at a batch boundary with consistent counts), save, and read the
+saved file. Screenshots go to `tests/artifacts/browser/` (git-ignored).
+
+Needs `jupyterlab`, `playwright` (the Python package; never `playwright install`: we drive Debian's
+`/usr/bin/chromium`, or `$TRAINER_NB_CHROMIUM`). Where one is missing the test is skipped, except under CI
+(`CI=true`), where it fails.
+"""
+import base64
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ARTIFACTS = TESTS / 'artifacts' / 'browser'
+NOTEBOOK = TESTS / 'notebooks' / 'live_view.ipynb'
+CHROMIUM = os.environ.get('TRAINER_NB_CHROMIUM', '/usr/bin/chromium')
+RESULT = re.compile(r"RESULT stop_reason=(\w+) steps=(\d+) losses=(\d+) opt_steps=\[(\d+)\] epoch=(\d+) "
+                    r"epoch_iter=(\d+)")
+STEPS_PER_EPOCH = 45
+
+
+def require(condition: bool, what: str):
+    "Skip without `what`; under CI, fail: CI must have installed it (see .ci/run)."
+    if condition: return
+    if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+        pytest.fail(f"{what} is missing, and CI=true: .ci/run must install it.")
+    pytest.skip(f"{what} is missing")
+
+
+def have_module(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+# --- JupyterLab server ---
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def write_settings(settings: Path):
+    "JupyterLab user settings: no news or update checks, start the kernel, keep every cell in the DOM, save widget state."
+    files = {'@jupyterlab/apputils-extension/notification.jupyterlab-settings':
+                 {'fetchNews': 'false', 'checkForUpdates': False},
+             '@jupyterlab/notebook-extension/tracker.jupyterlab-settings':
+                 {'autoStartDefaultKernel': True, 'windowingMode': 'none'},
+             '@jupyter-widgets/jupyterlab-manager/plugin.jupyterlab-settings': {'saveState': True}}
+    for name, value in files.items():
+        path = settings / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+
+
+class Lab:
+    "A JupyterLab server on 127.0.0.1 with a random token, serving `root`, with hermetic config folders."
+    def __init__(self, root: Path, state: Path, env: dict):
+        self.port, self.token = free_port(), secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}"
+        write_settings(state / 'settings')
+        env = dict(os.environ, **env, JUPYTER_CONFIG_DIR=str(state / 'config'),
+                   JUPYTER_RUNTIME_DIR=str(state / 'runtime'), JUPYTERLAB_SETTINGS_DIR=str(state / 'settings'),
+                   JUPYTERLAB_WORKSPACES_DIR=str(state / 'workspaces'))
+        self.log = open(ARTIFACTS / 'jupyterlab.log', 'w')
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'jupyterlab', '--no-browser', '--ip=127.0.0.1', f'--port={self.port}',
+             '--ServerApp.port_retries=0', f'--IdentityProvider.token={self.token}', f'--ServerApp.root_dir={root}',
+             '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
+             '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate', '--allow-root'],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 60
+        while True:
+            try:
+                if self.api('GET', '/api/status', timeout=2) is not None: break
+            except OSError: pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"JupyterLab did not start; see {ARTIFACTS / 'jupyterlab.log'}")
+            time.sleep(0.3)
+
+    def api(self, method, path, timeout=10):
+        req = urllib.request.Request(self.url + path, method=method, headers={'Authorization': f'token {self.token}'})
+        with urllib.request.urlopen(req, timeout=timeout) as r: return r.read()
+
+    def close(self):
+        try: self.api('POST', '/api/shutdown')  # stops the kernels too
+        except OSError: pass
+        try: self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # our own process group only
+            self.proc.wait(10)
+        self.log.close()
+
+
+# --- the page ---
+
+def outputs_text(page) -> str:
+    "The text of the cells' outputs (not their sources)."
+    return '\n'.join(page.locator('.jp-OutputArea-output').all_text_contents())
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value: return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def plot_src(page):
+    "The live plot's PNG as shown (a data URL), or None before it appears."
+    imgs = page.locator('.jp-OutputArea-output img')
+    return imgs.first.get_attribute('src') if imgs.count() else None
+
+
+def bar_values(page):
+    return page.eval_on_selector_all('.jp-OutputArea-output progress', 'els => els.map(e => e.value)')
+
+
+@pytest.mark.slow
+def test_run_all_watch_stop_save(tmp_path):
+    require(have_module('jupyterlab'), 'jupyterlab')
+    require(have_module('playwright'), 'the playwright Python package')
+    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+    from playwright.sync_api import sync_playwright
+    import nbformat
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob('*.png'): old.unlink()
+    root = tmp_path / 'root'
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / 'live_view.ipynb')
+    saved = root / 'live_view.ipynb'
+    mtime0 = saved.stat().st_mtime
+    # a fit of about 3 minutes (20 ms per step, 9000 steps) that we stop after a few seconds
+    lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_EPOCHS': '200', 'TRAINER_NB_STEP_DELAY': '0.02',
+                                       'TRAINER_NB_RUN_DIR': str(root / 'run')})
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+                '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+                '--no-first-run', '--disable-sync', '--disable-quic', '--disable-dev-shm-usage'])
+            page = browser.new_page(viewport={'width': 1400, 'height': 1300})
+            page.goto(f"{lab.url}/lab/workspaces/t{secrets.token_hex(4)}/tree/live_view.ipynb?reset&token={lab.token}")
+            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
+            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
+                                   "?.status === 'idle'", timeout=60_000)
+
+            # 1. Run All, from the Run menu
+            page.click('li.lm-MenuBar-item >> text=Run')
+            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+
+            # 2. while it trains: the Stop button, the bars and the live plot, moving
+            page.wait_for_selector("button.jupyter-button:has-text('Stop')", timeout=60_000)
+            first_plot = wait_for(lambda: plot_src(page), 60, 'the live plot')
+            wait_for(lambda: bar_values(page), 30, 'the progress bars')
+            time.sleep(1)
+            shot1 = ARTIFACTS / 'live_view_1_running.png'
+            page.screenshot(path=str(shot1))
+            bars1, plot1 = bar_values(page), plot_src(page)
+            time.sleep(3)
+            shot2 = ARTIFACTS / 'live_view_2_running.png'
+            page.screenshot(path=str(shot2))
+            bars2, plot2 = bar_values(page), plot_src(page)
+            assert shot1.read_bytes() != shot2.read_bytes()
+            assert plot1 != plot2 and plot2.startswith('data:image/png'), 'the live plot did not change'
+            assert bars1 != bars2, (bars1, bars2)
+            running = page.locator('.widget-html-content').first.inner_text()
+            assert running.startswith('running: Stop ends the fit'), running
+
+            # 3. Stop: the fit ends at a batch boundary, and the next cell prints the counts
+            page.click("button.jupyter-button:has-text('Stop')")
+            text = wait_for(lambda: RESULT.search(outputs_text(page)) and outputs_text(page), 60, 'the RESULT line')
+            reason, steps, losses, opt_steps, epoch, epoch_iter = RESULT.search(text).groups()
+            assert reason == 'interrupted'
+            assert steps == losses == opt_steps == str(int(epoch) * STEPS_PER_EPOCH + int(epoch_iter))
+            assert 0 < int(steps) < 200 * STEPS_PER_EPOCH
+            label = page.locator('.widget-html-content').first.inner_text()
+            assert label.startswith(f'stopped and resumable: stopped at epoch {epoch}, batch {epoch_iter}, '
+                                    f'step {steps}'), label
+            time.sleep(0.5)  # the final figure's update
+            page.screenshot(path=str(ARTIFACTS / 'live_view_3_stopped.png'))
+            final_plot = plot_src(page)
+            assert final_plot != first_plot
+
+            # 4. save (Ctrl+S), and read the file on disk
+            page.click('.jp-Notebook .jp-Cell .jp-InputArea-prompt >> nth=0')
+            page.keyboard.press('Control+s')
+            wait_for(lambda: saved.stat().st_mtime != mtime0, 30, 'the notebook to be saved')
+            browser.close()
+    finally:
+        lab.close()
+
+    nb = nbformat.read(saved, as_version=4)
+    fit = next(c for c in nb.cells if c.cell_type == 'code' and c.source.startswith('learn.fit('))
+    assert fit.execution_count is not None
+    data = [o.get('data', {}) for o in fit.outputs]
+    assert 'application/vnd.jupyter.widget-view+json' in data[0]
+    tables = [d['text/html'] for d in data if '<table' in d.get('text/html', '')]
+    assert tables and 'train_loss' in tables[-1] and 'stopped at epoch' in tables[-1]
+    png = base64.b64decode(data[-1]['image/png'])
+    assert png == (root / 'run' / 'plot.png').read_bytes()  # the final figure, in the file and in the notebook
+    assert final_plot.endswith(data[-1]['image/png'].strip())
+    result = ''.join(o.get('text', '') for c in nb.cells if c.cell_type == 'code' for o in c.outputs)
+    assert RESULT.search(result).groups() == (reason, steps, losses, opt_steps, epoch, epoch_iter)
+    state = nb.metadata['widgets']['application/vnd.jupyter.widget-state+json']['state']
+    assert any(m['state'].get('value', '').startswith('stopped and resumable') for m in state.values())

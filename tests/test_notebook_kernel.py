@@ -1,0 +1,196 @@
+"""The notebook display in a real Jupyter kernel, without a browser.
+
+- nbclient runs `tests/notebooks/live_view.ipynb` as a user would (Run All, then save): the saved notebook
+  holds the progress table and the final plot as a PNG, equal to `plot.png` in the run folder.
+- jupyter_client plays the part of JupyterLab for the Stop button: it sends the button's click as a comm message
+  on a kernel subshell, as JupyterLab does (`commsOverSubshells`), while the fit cell runs. The fit stops at the
+  next batch boundary, with consistent counts. Sent on the main shell instead (a frontend without comm
+  subshells), the click is handled only after the cell ends, and the panel says so.
+"""
+import base64
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip('nbformat')
+nbclient = pytest.importorskip('nbclient')
+jupyter_client = pytest.importorskip('jupyter_client')
+
+NOTEBOOK = Path(__file__).resolve().parent / 'notebooks' / 'live_view.ipynb'
+RESULT = re.compile(r"RESULT stop_reason=(\w+) steps=(\d+) losses=(\d+) opt_steps=\[(\d+)\] epoch=(\d+) "
+                    r"epoch_iter=(\d+)")
+STEPS_PER_EPOCH = 45  # the digits demo: 1438 training images, batches of 32
+
+
+def notebook_env(monkeypatch, tmp_path, epochs, step_delay=0.):
+    "The notebook reads its settings from the environment, which the kernel inherits."
+    monkeypatch.setenv('TRAINER_NB_EPOCHS', str(epochs))
+    monkeypatch.setenv('TRAINER_NB_STEP_DELAY', str(step_delay))
+    monkeypatch.setenv('TRAINER_NB_RUN_DIR', str(tmp_path / 'run'))
+
+
+def parse_result(text):
+    m = RESULT.search(text)
+    assert m, text
+    reason, *numbers = m.groups()
+    return (reason, *map(int, numbers))
+
+
+@pytest.mark.slow
+def test_saved_notebook_has_table_and_final_png(tmp_path, monkeypatch):
+    notebook_env(monkeypatch, tmp_path, epochs=3)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name='python3', store_widget_state=True,
+                                     resources={'metadata': {'path': str(tmp_path)}})
+    client.execute()
+    saved = tmp_path / 'saved.ipynb'
+    nbformat.write(nb, saved)
+
+    nb = nbformat.read(saved, as_version=4)
+    fit = next(c for c in nb.cells if c.cell_type == 'code' and c.source.startswith('learn.fit('))
+    kinds = [next((k for k in ('application/vnd.jupyter.widget-view+json', 'image/png', 'text/html')
+                   if k in o.get('data', {})), o.output_type) for o in fit.outputs]
+    # the panel first, then the bars (fastprogress's styles, then the bars and table), then the plot
+    assert kinds[0] == 'application/vnd.jupyter.widget-view+json', kinds
+    assert kinds[-1] == 'image/png', kinds
+    tables = [o['data']['text/html'] for o in fit.outputs if '<table' in o.get('data', {}).get('text/html', '')]
+    assert len(tables) == 1, kinds
+    assert re.findall(r'<th>(\w+)</th>', tables[0]) == ['epoch', 'train_loss', 'valid_loss', 'accuracy', 'time']
+    assert len(re.findall(r'<tr><td>\d+</td>', tables[0])) == 3  # a row per epoch
+    # the final figure: a PNG in the saved notebook, the same as plot.png in the run folder
+    png = base64.b64decode(fit.outputs[-1]['data']['image/png'])
+    assert png[:8] == b'\x89PNG\r\n\x1a\n'
+    assert (tmp_path / 'run' / 'plot.png').read_bytes() == png
+    assert (tmp_path / 'run' / 'metrics.json').exists()
+    # the widget state is saved with the notebook, and the fit completed with consistent counts
+    assert nb.metadata['widgets']['application/vnd.jupyter.widget-state+json']['state']
+    text = ''.join(o.get('text', '') for c in nb.cells if c.cell_type == 'code' for o in c.outputs)
+    assert parse_result(text) == ('completed', 3 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH, 3, 0)
+
+
+# --- Stop, with jupyter_client in the frontend's place ---
+
+def cell_sources():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == 'code']
+
+
+class Kernel:
+    "A kernel and its client, with the helpers the Stop tests need."
+    def __init__(self, cwd):
+        self.km = jupyter_client.KernelManager(kernel_name='python3')
+        self.km.start_kernel(cwd=str(cwd))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def close(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+    def run(self, code, timeout=120):
+        "Execute `code` and wait for it; return the text it printed, and the comm updates meanwhile."
+        out, updates, _ = self.collect(self.kc.execute(code), timeout)
+        return out, updates
+
+    def collect(self, msg_id, timeout, on_message=None):
+        "Read iopub until the request `msg_id` is idle: its printed text, and every comm update with its time."
+        out, comm_updates, deadline = [], [], time.time() + timeout
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=max(deadline - time.time(), 0.1))
+            kind, parent = msg['msg_type'], msg['parent_header'].get('msg_id')
+            if on_message: on_message(msg)
+            if kind == 'comm_msg': comm_updates.append((time.time(), msg['content']))
+            if parent != msg_id: continue
+            if kind == 'stream': out.append(msg['content']['text'])
+            elif kind == 'error': out.append('\n'.join(msg['content']['traceback']))
+            elif kind == 'status' and msg['content']['execution_state'] == 'idle': break
+        reply = self.kc.get_shell_msg(timeout=timeout)
+        assert reply['content']['status'] == 'ok', ''.join(out)
+        return ''.join(out), comm_updates, time.time()
+
+    def create_subshell(self) -> str:
+        "Ask the kernel for a subshell, as JupyterLab does for widget comms."
+        msg = self.kc.session.msg('create_subshell_request', {})
+        self.kc.control_channel.send(msg)
+        reply = self.kc.control_channel.get_msg(timeout=10)
+        assert reply['content']['status'] == 'ok', reply['content']
+        return reply['content']['subshell_id']
+
+    def click(self, comm_id, subshell_id=None):
+        "Send an ipywidgets button click, on `subshell_id` (None: the main shell)."
+        msg = self.kc.session.msg('comm_msg', {'comm_id': comm_id,
+                                               'data': {'method': 'custom', 'content': {'event': 'click'}}})
+        if subshell_id is not None: msg['header']['subshell_id'] = subshell_id
+        self.kc.shell_channel.send(msg)
+
+
+def label_values(comm_updates, label_id):
+    return [(t, c['data']['state']['value']) for t, c in comm_updates
+            if c['comm_id'] == label_id and 'value' in c['data'].get('state', {})]
+
+
+def run_fit_and_click(kernel, subshell_id, click_after):
+    "Run the fit cell; `click_after` seconds after the panel appears, click Stop. Return what happened."
+    ids, clicked = {}, {}
+
+    def on_message(msg):
+        if msg['msg_type'] == 'comm_open':
+            state = msg['content']['data'].get('state', {})
+            ids.setdefault(state.get('_model_name'), msg['content']['comm_id'])
+        if 'ButtonModel' in ids and 'at' not in clicked:
+            clicked['at'] = time.time() + click_after
+        if 'at' in clicked and not clicked.get('sent') and time.time() >= clicked['at']:
+            kernel.click(ids['ButtonModel'], subshell_id)
+            clicked['sent'] = time.time()
+
+    msg_id = kernel.kc.execute(cell_sources()[1])
+    out, updates, ended = kernel.collect(msg_id, timeout=120, on_message=on_message)
+    assert clicked.get('sent'), 'the Stop button never appeared'
+    return clicked['sent'], ended, updates, ids['HTMLModel']
+
+
+@pytest.mark.slow
+def test_stop_click_on_a_subshell_stops_the_running_fit(tmp_path, monkeypatch):
+    notebook_env(monkeypatch, tmp_path, epochs=100, step_delay=0.005)  # ~30 s, unless Stop works
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.run(cell_sources()[0])
+        subshell = kernel.create_subshell()
+        sent, ended, updates, label = run_fit_and_click(kernel, subshell, click_after=2.)
+        reason, steps, losses, opt_steps, epoch, epoch_iter = parse_result(kernel.run(cell_sources()[2])[0])
+    finally:
+        kernel.close()
+    assert reason == 'interrupted'
+    assert steps == losses == opt_steps == epoch * STEPS_PER_EPOCH + epoch_iter
+    assert 0 < steps < 100 * STEPS_PER_EPOCH
+    assert ended - sent < 10, 'the fit went on long after the click'
+    values = label_values(updates, label)
+    stopping = [t for t, v in values if v.startswith('stopping after this batch')]
+    assert stopping and stopping[0] < ended, values  # handled while the cell was running
+    assert values[-1][1].startswith(f'stopped and resumable: stopped at epoch {epoch}, batch {epoch_iter}, '
+                                    f'step {steps}'), values
+    assert not any('does not send widget clicks' in v for _, v in values)  # the frontend had a subshell
+
+
+@pytest.mark.slow
+def test_click_on_the_main_shell_arrives_late_and_the_panel_says_so(tmp_path, monkeypatch):
+    notebook_env(monkeypatch, tmp_path, epochs=4, step_delay=0.02)  # ~5 s
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.run(cell_sources()[0])
+        sent, ended, updates, label = run_fit_and_click(kernel, None, click_after=0.5)
+        out, after = kernel.run(cell_sources()[2])  # the click waited in the queue before this cell
+        reason, steps, *_ = parse_result(out)
+    finally:
+        kernel.close()
+    assert (reason, steps) == ('completed', 4 * STEPS_PER_EPOCH)  # the click did not reach the running cell
+    values = [v for _, v in label_values(updates, label)]
+    # a few seconds in, with no subshell opened by the "frontend", the panel pointed to the kernel interrupt
+    assert any('does not send widget clicks' in v and 'interrupt the kernel' in v for v in values), values
+    # and when the click finally arrived, after the cell, it said why it came too late
+    later = [v for _, v in label_values(after, label)]
+    assert any('reached the kernel only after the fit had ended' in v for v in later), (values, later)
