@@ -64,8 +64,6 @@ class Interrupter(Callback):
         self.points = [tuple(p) for p in points if p[0] in ('train', 'valid')]
         self.validations = 0
         self.fired = []
-        for event in ('before_batch', 'after_loss', 'after_step', 'after_batch'):
-            setattr(self, f'_{event}', event)
 
     def handlers(self):
         return {e: (lambda e=e: self._check(e)) for e in ('before_batch', 'after_loss', 'after_step', 'after_batch',

@@ -142,7 +142,6 @@ def test_handler_restored_after_an_error(tmp_path):
 
 
 def test_history_continues_across_fits_and_resume(tmp_path, reference):
-    learn, _ = None, None
     learn = make_learner(tmp_path, checkpoints=False)
     learn.fit_one_cycle(N_EPOCHS, 1e-2, cbs=[Interrupter([('train', 'after_step', 20)])])
     learn.resume()
