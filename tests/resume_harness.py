@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainer_nb.callback.core import Callback
-from trainer_nb.checkpoint import CheckpointCallback
+from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.learner import Learner
 from trainer_nb.metrics import accuracy
 

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from trainer_nb.callback.core import Callback
 from trainer_nb.callback.recorder import Recorder
 from trainer_nb.callback.training import GradientAccumulation
-from trainer_nb.checkpoint import CheckpointCallback
+from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.demo import digits_datasets, digits_model
 from trainer_nb.distributed import DistributedTrainer, launch
 from trainer_nb.learner import Learner

@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_all.ipynb #361e3050
+# %% ../nbs/99_all.ipynb #0746460b
 from . import checkpoint as _checkpoint, core as _core, data as _data, distributed as _distributed, \
-    events as _events, learner as _learner, metrics as _metrics
-from .callback import core as _callback_core, liveplot as _liveplot, outputs as _outputs, \
+    events as _events, learner as _learner, metrics as _metrics, state as _state
+from .callback import checkpoint as _callback_checkpoint, core as _callback_core, liveplot as _liveplot, outputs as _outputs, \
     panel as _panel, progress as _progress, recorder as _recorder, schedule as _schedule, tracker as _tracker, \
     training as _training
 
@@ -17,7 +17,9 @@ from .events import *
 from .callback.core import *
 from .metrics import *
 from .data import *
+from .state import *
 from .checkpoint import *
+from .callback.checkpoint import *
 from .learner import *
 from .callback.recorder import *
 from .callback.progress import *
@@ -29,7 +31,7 @@ from .callback.tracker import *
 from .callback.outputs import *
 from .distributed import *
 
-__all__ = [name for module in (_core, _events, _callback_core, _metrics, _data, _checkpoint, _learner, _recorder,
-                                _progress, _liveplot, _panel, _schedule, _training, _tracker, _outputs,
+__all__ = [name for module in (_core, _events, _callback_core, _metrics, _data, _state, _checkpoint, _learner,
+                                _callback_checkpoint, _recorder, _progress, _liveplot, _panel, _schedule, _training, _tracker, _outputs,
                                 _distributed)
            for name in module.__all__]
