@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import numbers
+import sys
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -125,9 +127,49 @@ class HistoryBuffer:
     def __repr__(self):
         return f"HistoryBuffer(count={self.count}, kept={len(self)}, max_length={self.max_length})"
 
-# %% ../nbs/01_events.ipynb #1fa7d8ac
-_STORAGE_STACK: list['EventStorage'] = []
+# %% ../nbs/01_events.ipynb #c3d1a7e2
+def _bad_name(name) -> Exception:
+    "The error for a `put_scalar` name that is not a non-empty string."
+    error = ValueError if isinstance(name, str) else TypeError
+    return error(f"put_scalar(name={name!r}, ...): the name must be a non-empty string, such as 'train/loss'.")
 
+def _converts_to_float(value) -> bool:
+    try: float(value)
+    except (TypeError, ValueError): return False
+    return True
+
+def _bad_value(name: str, value) -> TypeError:
+    "The error for a `put_scalar` value that is not a number, naming the scalar and the fix."
+    if value is None: got, fix = 'None', 'log a number'
+    elif isinstance(value, torch.Tensor): got, fix = f"a {value.dtype} tensor", 'log a real number, e.g. `value.abs()`'
+    else:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + '...'
+        got = f"{type(value).__name__} {shown}"
+        fix = 'convert it with float(...)' if _converts_to_float(value) else 'log a number'
+    return TypeError(f"put_scalar({name!r}, ...): the value must be a number or a one-element tensor, got {got}; {fix}.")
+
+def _check_one_element(name: str, value, n_elements: int):
+    if n_elements != 1:
+        raise ValueError(f"put_scalar({name!r}, ...): the value must be one number, got a {type(value).__name__} of "
+                         f"shape {tuple(value.shape)}; reduce it first, e.g. `value.mean()`.")
+
+def _checked_value(name: str, value):
+    "`value` as `put_scalar` keeps it (a float, or a one-element tensor left on its device), or an error naming `name`."
+    if value.__class__ is int: return float(value)
+    if isinstance(value, torch.Tensor):
+        _check_one_element(name, value, value.numel())  # metadata: no device sync
+        if value.is_complex(): raise _bad_value(name, value)
+        # A CPU tensor is read now (no device to wait for, and a float is cheaper to keep than a tensor);
+        # others wait, unsynchronised, until something reads the history.
+        return float(value.item()) if value.is_cpu else value.detach()
+    if isinstance(value, numbers.Real): return float(value)  # int, bool, float, numpy int and float scalars...
+    np = sys.modules.get('numpy')  # (a numpy value can only exist once numpy is imported)
+    if np is not None and isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in 'biuf':
+        _check_one_element(name, value, value.size)
+        return float(value.item())  # ...numpy bools, and numpy arrays of one element
+    raise _bad_value(name, value)
+
+# %% ../nbs/01_events.ipynb #1fa7d8ac
 class EventStorage:
     "Named scalar histories, all indexed by one iteration counter `iter`."
     def __init__(self,
@@ -140,16 +182,15 @@ class EventStorage:
         self._hints: dict[str, bool] = {}
         self._prefix = ''
 
-    def put_scalar(self, name: str, value, smoothing_hint: bool = True, cur_iter: int | None = None):
-        "Record `value` (a number or a one-element tensor) under `name` at `cur_iter` (default: `self.iter`)."
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1:
-                raise ValueError(f"put_scalar({name!r}) got a tensor of shape {tuple(value.shape)}; "
-                                 "log one number: reduce it first, e.g. `value.mean()`.")
-            # A CPU tensor is read now (no device to wait for, and a float is cheaper to keep than a tensor);
-            # others wait, unsynchronised, until something reads the history.
-            value = value.item() if value.is_cpu else value.detach()
-        else: value = float(value)
+    def put_scalar(self,
+                   name: str, # a non-empty name; a `/` groups names: `train/loss`, `valid/accuracy`
+                   value, # a number (a bool counts as 0 or 1), a numpy scalar, or a tensor with one element
+                   smoothing_hint: bool = True, # whether readers should smooth it (a noisy loss) or show it as it is
+                   cur_iter: int | None = None, # the iteration to record it at (default: `self.iter`)
+                  ):
+        "Record `value` under `name` at `cur_iter`; refuse, naming the scalar, anything that is not one number."
+        if not isinstance(name, str) or not name: raise _bad_name(name)
+        if value.__class__ is not float: value = _checked_value(name, value)  # a float, the usual case, needs no check
         name = self._prefix + name
         history = self._histories.get(name)
         if history is None:
@@ -223,6 +264,9 @@ class EventStorage:
 
     def __repr__(self):
         return f"EventStorage(iter={self.iter}, names={sorted(self._histories)})"
+
+# %% ../nbs/01_events.ipynb #e5f3c9a4
+_STORAGE_STACK: list[EventStorage] = []  # the storages whose `with` block is running, innermost last
 
 def get_event_storage() -> EventStorage:
     "The storage of the fit that is running: call it from model code or a callback to log your own scalars."
