@@ -12,6 +12,7 @@ import sys
 import time
 from collections import deque
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 
 import torch
@@ -20,7 +21,7 @@ import torch
 __all__ = ['HistoryBuffer', 'EventStorage', 'get_event_storage', 'has_event_storage', 'EventWriter', 'JSONWriter', 'read_metrics',
            'ConsoleWriter', 'TensorBoardWriter']
 
-# %% ../nbs/01_events.ipynb #b8b26b16
+# %% ../nbs/01_events.ipynb #a1c9e0f1
 _MAX_PENDING = 1024  # tensors kept unconverted before we convert them anyway (bounds memory)
 
 def _to_floats(values: list) -> list[float]:
@@ -32,6 +33,13 @@ def _to_floats(values: list) -> list[float]:
                 for v in values]
     return [float(v) for v in values]
 
+def _median(values: list[float]) -> float:
+    "The median of a non-empty list of numbers."
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+# %% ../nbs/01_events.ipynb #b8b26b16
 class HistoryBuffer:
     "The bounded history of one scalar, as `(value, iteration)` pairs, with running statistics."
     def __init__(self,
@@ -83,17 +91,21 @@ class HistoryBuffer:
         if not self._values: raise IndexError("This history is empty.")
         return self._iters[-1]
 
-    def _window(self, window: int) -> list[float]:
+    def recent(self, n: int) -> list[tuple[float, int]]:
+        "The last `n` kept values as `(value, iteration)` pairs, oldest first (all of them if fewer are kept)."
         self._materialize()
-        if not self._values: raise IndexError("This history is empty.")
-        n = min(window, len(self._values))
-        return [self._values[i] for i in range(-n, 0)]
+        n = max(0, min(n, len(self._values)))
+        newest_first = zip(islice(reversed(self._values), n), islice(reversed(self._iters), n))
+        return list(newest_first)[::-1]
+
+    def _window(self, window: int) -> list[float]:
+        values = [v for v, _ in self.recent(window)]
+        if not values: raise IndexError("This history is empty.")
+        return values
 
     def median(self, window: int) -> float:
         "The median of the last `window` values."
-        values = sorted(self._window(window))
-        mid = len(values) // 2
-        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        return _median(self._window(window))
 
     def avg(self, window: int) -> float:
         "The mean of the last `window` values."
@@ -224,10 +236,22 @@ class EventStorage:
         "The most recent `(value, iteration)` of every scalar."
         return {n: (h.latest(), h.latest_iter()) for n, h in self._histories.items() if h.count}
 
+    def smoothed(self,
+                 name: str, # the scalar
+                 window: int = 20, # how many values each median covers, the value itself and those before it
+                 last: int = 1, # how many of the most recent values to return
+                ) -> list[tuple[float, int]]:
+        "The last `last` values of `name` as `(value, iteration)` pairs, smoothed if its hint asks for it."
+        history = self.history(name)
+        if not self._hints[name]: return history.recent(last)
+        pairs = history.recent(last + window - 1)  # each of the `last` values, and the window before the first
+        values = [v for v, _ in pairs]
+        first = max(len(pairs) - last, 0)
+        return [(_median(values[max(i - window + 1, 0):i + 1]), pairs[i][1]) for i in range(first, len(pairs))]
+
     def latest_with_smoothing_hint(self, window: int = 20) -> dict[str, tuple[float, int]]:
         "Like `latest`, but smoothed (median of the last `window` values) where the hint asks for it."
-        return {n: (h.median(window) if self._hints[n] else h.latest(), h.latest_iter())
-                for n, h in self._histories.items() if h.count}
+        return {n: self.smoothed(n, window)[-1] for n, h in self._histories.items() if h.count}
 
     def step(self):
         "Move to the next iteration."
@@ -284,13 +308,14 @@ class EventWriter:
     "Base class of writers: `write(storage)` outputs what is new, `close()` releases files."
     def __init__(self): self._seen: dict[str, int] = {}
 
-    def _new_names(self, storage: EventStorage) -> list[str]:
-        "Names with values this writer has not written yet (and mark them written)."
-        new = []
+    def _new_counts(self, storage: EventStorage) -> dict[str, int]:
+        "How many values of each name this writer has not written yet (and mark them written)."
+        new = {}
         for name, history in storage.histories().items():
-            if history.count > self._seen.get(name, 0):
-                new.append(name)
-                self._seen[name] = history.count
+            count, seen = history.count, self._seen.get(name, 0)
+            if count > seen:
+                new[name] = count - seen
+                self._seen[name] = count
         return new
 
     def write(self, storage: EventStorage): raise NotImplementedError
@@ -315,13 +340,10 @@ class JSONWriter(EventWriter):
         self._offset: int | None = None  # the file's size after our last line (checkpointed with our state)
 
     def write(self, storage: EventStorage):
-        names = self._new_names(storage)
+        names = self._new_counts(storage)
         if not names: return
-        hints = storage.smoothing_hints()
         record = {'iter': storage.iter}
-        for n in names:
-            h = storage.history(n)
-            record[n] = _json_number(h.median(self.window) if hints[n] else h.latest())
+        for n in names: record[n] = _json_number(storage.smoothed(n, self.window)[-1][0])
         if self._file is None: self._open()
         self._file.write(json.dumps(record) + '\n')
         self._file.flush()
@@ -366,14 +388,11 @@ class ConsoleWriter(EventWriter):
         return f"  eta: {datetime.timedelta(seconds=int(seconds))}"
 
     def write(self, storage: EventStorage):
-        names = self._new_names(storage)
+        names = self._new_counts(storage)
         if not names: return
-        hints = storage.smoothing_hints()
         total = f"/{self.max_iter}" if self.max_iter else ''
         parts = [f"iter: {storage.iter}{total}{self._eta(storage)}"]
-        for n in sorted(names):
-            h = storage.history(n)
-            parts.append(f"{n}: {(h.median(self.window) if hints[n] else h.latest()):.4g}")
+        for n in sorted(names): parts.append(f"{n}: {storage.smoothed(n, self.window)[-1][0]:.4g}")
         self.print_fn('  '.join(parts))
 
 class TensorBoardWriter(EventWriter):
@@ -390,11 +409,8 @@ class TensorBoardWriter(EventWriter):
         self._writer = SummaryWriter(str(log_dir), **kwargs)
 
     def write(self, storage: EventStorage):
-        for name, history in storage.histories().items():
-            new = history.count - self._seen.get(name, 0)
-            if new <= 0: continue
-            for value, it in history.values()[-new:]: self._writer.add_scalar(name, value, it)
-            self._seen[name] = history.count
+        for name, new in self._new_counts(storage).items():
+            for value, it in storage.history(name).recent(new): self._writer.add_scalar(name, value, it)
         self._writer.flush()
 
     def close(self): self._writer.close()
