@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import numbers
 import sys
 import time
@@ -324,12 +325,16 @@ class EventWriter:
     def load_state_dict(self, state: dict): self._seen = dict(state['seen'])
 
 # %% ../nbs/01_events.ipynb #01d3b175
-def _json_number(x: float):
-    "JSON has no NaN or infinity: write them as strings a reader can still parse with `float()`."
-    return x if x == x and abs(x) != float('inf') else str(x)
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # raises on NaN and infinities, which JSON does not have
+
+def _json_line(record: dict) -> str:
+    "`record` as one line of JSON (ASCII only), with NaN and infinities as strings a reader can parse with `float()`."
+    try: return _STRICT_JSON.encode(record) + '\n'
+    except ValueError:  # rare: a NaN or an infinity
+        return json.dumps({k: v if isinstance(v, str) or math.isfinite(v) else str(v) for k, v in record.items()}) + '\n'
 
 class JSONWriter(EventWriter):
-    "Append one JSON object per write to a `metrics.json` file."
+    "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
     def __init__(self,
                  path: str | Path, # the file, usually `<run folder>/metrics.json`
                  window: int = 20, # smoothing window, for scalars logged with `smoothing_hint=True`
@@ -337,23 +342,48 @@ class JSONWriter(EventWriter):
         super().__init__()
         self.path, self.window = Path(path), window
         self._file = None
-        self._offset: int | None = None  # the file's size after our last line (checkpointed with our state)
+        # Checkpointed with our state: the file's size after our last line, that line, and where it starts.
+        self._offset: int | None = None
+        self._last: dict | None = None
+        self._last_start: int | None = None
 
     def write(self, storage: EventStorage):
-        names = self._new_counts(storage)
-        if not names: return
-        record = {'iter': storage.iter}
-        for n in names: record[n] = _json_number(storage.smoothed(n, self.window)[-1][0])
+        records = self._new_records(storage)
+        if not records: return
         if self._file is None: self._open()
-        self._file.write(json.dumps(record) + '\n')
+        last = self._last
+        if last is not None and last['iter'] in records:  # more values for our last line: rewrite it
+            self._cut(self._last_start)
+            records[last['iter']] = {**last, **records[last['iter']]}
+        iters = sorted(records)
+        lines = [_json_line({'iter': it, **records[it]}) for it in iters]
+        self._file.write(''.join(lines))
         self._file.flush()
         self._offset = self._file.tell()
+        self._last = {'iter': iters[-1], **records[iters[-1]]}
+        self._last_start = self._offset - len(lines[-1])  # JSON lines are ASCII: one byte per character
+
+    def _new_records(self, storage: EventStorage) -> dict[int, dict]:
+        "The values not written yet, smoothed where their hint asks for it, grouped by the iteration they were logged at."
+        records = {}
+        for name, new in self._new_counts(storage).items():
+            for value, it in storage.smoothed(name, self.window, new): records.setdefault(it, {})[name] = value
+        return records
+
+    def _cut(self, size: int):
+        "Cut the file to `size` bytes, and write from there."
+        self._file.truncate(size)
+        self._file.seek(size)
 
     def _open(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, 'a', encoding='utf-8')
-        if self._offset is not None and self._file.tell() > self._offset:
-            self._file.truncate(self._offset)  # a resumed run rewrites what came after its checkpoint
+        if self._offset is None or self._file.tell() < self._offset:  # a new writer, or a file that is not ours
+            self._last = None                                          # any more: append to it
+        elif self._last is None: self._cut(self._offset)  # a resumed run rewrites what came after its checkpoint,
+        else:                                             # including the last line, which may have grown since
+            self._cut(self._last_start)
+            self._file.write(_json_line(self._last))
         self._offset = self._file.tell()
 
     def close(self):
@@ -361,10 +391,12 @@ class JSONWriter(EventWriter):
             self._file.close()
             self._file = None
 
-    def state_dict(self) -> dict: return {**super().state_dict(), 'offset': self._offset}
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), 'offset': self._offset, 'last': self._last, 'last_start': self._last_start}
+
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
-        self._offset = state.get('offset')
+        self._offset, self._last, self._last_start = state.get('offset'), state.get('last'), state.get('last_start')
 
 def read_metrics(path: str | Path) -> list[dict]:
     "Read a `metrics.json` file written by `JSONWriter`: a list of dicts, one per line."
