@@ -159,7 +159,8 @@ def _bad_value(name: str, value) -> TypeError:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + '...'
         got = f"{type(value).__name__} {shown}"
         fix = 'convert it with float(...)' if _converts_to_float(value) else 'log a number'
-    return TypeError(f"put_scalar({name!r}, ...): the value must be a number or a one-element tensor, got {got}; {fix}.")
+    return TypeError(f"put_scalar({name!r}, ...): the value must be a number or a one-element tensor, "
+                     f"got {got}; {fix}.")
 
 def _check_one_element(name: str, value, n_elements: int):
     if n_elements != 1:
@@ -331,7 +332,8 @@ def _json_line(record: dict) -> str:
     "`record` as one line of JSON (ASCII only), with NaN and infinities as strings a reader can parse with `float()`."
     try: return _STRICT_JSON.encode(record) + '\n'
     except ValueError:  # rare: a NaN or an infinity
-        return json.dumps({k: v if isinstance(v, str) or math.isfinite(v) else str(v) for k, v in record.items()}) + '\n'
+        record = {k: v if isinstance(v, str) or math.isfinite(v) else str(v) for k, v in record.items()}
+        return json.dumps(record) + '\n'
 
 class JSONWriter(EventWriter):
     "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
@@ -364,7 +366,7 @@ class JSONWriter(EventWriter):
         self._last_start = self._offset - len(lines[-1])  # JSON lines are ASCII: one byte per character
 
     def _new_records(self, storage: EventStorage) -> dict[int, dict]:
-        "The values not written yet, smoothed where their hint asks for it, grouped by the iteration they were logged at."
+        "The values not written yet (smoothed where their hint asks for it), by the iteration they were logged at."
         records = {}
         for name, new in self._new_counts(storage).items():
             for value, it in storage.smoothed(name, self.window, new): records.setdefault(it, {})[name] = value
