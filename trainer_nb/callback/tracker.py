@@ -5,6 +5,9 @@
 # %% ../../nbs/14_callback.tracker.ipynb #43c3b3f3
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 from .core import Callback, CancelFitException
@@ -30,6 +33,28 @@ class TerminateOnNaN(Callback):
             self.print_fn(self.message)
             learn.request_stop('cancelled')  # at the end of this batch, and on every process together
 
+# %% ../../nbs/14_callback.tracker.ipynb #c2e3f4a5
+def _string_fix(name: str, value, convert) -> str:
+    "For a number written as a string: how to pass it."
+    if not isinstance(value, str): return ''
+    try: return f"; pass {name}={convert(value)!r}, a number, not a string"
+    except ValueError: return ''
+
+def _check_count(who: str, name: str, value, low: int, meaning: str) -> int:
+    "`value` as an int if it is a whole number >= `low`, else an error naming `who`, `name` and the fix."
+    is_int = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if is_int and value >= low: return int(value)
+    raise (ValueError if is_int else TypeError)(
+        f"{who}({name}={value!r}): {name} must be a whole number >= {low} ({meaning}){_string_fix(name, value, int)}.")
+
+def _check_real(who: str, name: str, value, low: float, meaning: str, above: bool = False) -> float:
+    "`value` as a float if it is a finite number >= `low` (> `low` if `above`), else an error naming the fix."
+    is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if is_real and math.isfinite(value) and (value > low if above else value >= low): return float(value)
+    raise (ValueError if is_real else TypeError)(
+        f"{who}({name}={value!r}): {name} must be a finite number {'>' if above else '>='} {low:g} ({meaning})"
+        f"{_string_fix(name, value, float)}.")
+
 # %% ../../nbs/14_callback.tracker.ipynb #995529ab
 class TrackerCallback(Callback):
     "Base class: watch the storage scalar `monitor` after each validation, and track its best value."
@@ -42,6 +67,7 @@ class TrackerCallback(Callback):
                 ):
         if mode not in ('min', 'max', 'auto'): raise ValueError(f"mode must be 'min', 'max' or 'auto', got {mode!r}.")
         if mode == 'auto': mode = 'min' if ('loss' in monitor or 'error' in monitor) else 'max'
+        min_delta = _check_real(type(self).__name__, 'min_delta', min_delta, 0, 'how much better counts as better')
         self.monitor, self.mode, self.min_delta = monitor, mode, min_delta
         self.best, self.wait = None, 0
 
@@ -63,10 +89,17 @@ class TrackerCallback(Callback):
 
 class EarlyStopping(TrackerCallback):
     "Stop the fit after `patience` validations without improvement of `monitor`."
-    def __init__(self, monitor: str = 'valid/loss', mode: str = 'auto', min_delta: float = 0., patience: int = 1,
-                 print_fn=print):
+    def __init__(self,
+                 monitor: str = 'valid/loss', # the storage name to watch
+                 mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error')
+                 min_delta: float = 0., # how much better counts as better (a number >= 0)
+                 patience: int = 1, # validations without improvement before stopping (a whole number >= 1)
+                 print_fn=print, # where the message goes
+                ):
         super().__init__(monitor, mode, min_delta)
-        self.patience, self.print_fn = patience, print_fn
+        self.patience = _check_count(type(self).__name__, 'patience', patience, 1,
+                                     'validations without improvement before stopping')
+        self.print_fn = print_fn
 
     def on_result(self, value: float):
         if self.wait >= self.patience:
@@ -76,11 +109,23 @@ class EarlyStopping(TrackerCallback):
 
 class ReduceLROnPlateau(TrackerCallback):
     "Divide the learning rate by `factor` after `patience` validations without improvement of `monitor`."
-    def __init__(self, monitor: str = 'valid/loss', mode: str = 'auto', min_delta: float = 0., patience: int = 1,
-                 factor: float = 10., min_lr: float = 0., print_fn=print):
+    def __init__(self,
+                 monitor: str = 'valid/loss', # the storage name to watch
+                 mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error')
+                 min_delta: float = 0., # how much better counts as better (a number >= 0)
+                 patience: int = 1, # validations without improvement before each reduction (a whole number >= 1)
+                 factor: float = 10., # the lr is divided by it (a number > 1)
+                 min_lr: float = 0., # the lr is never reduced below it (a number >= 0)
+                 print_fn=print, # where the message goes
+                ):
         super().__init__(monitor, mode, min_delta)
-        if not factor > 1: raise ValueError(f"factor must be > 1, got {factor!r}.")
-        self.patience, self.factor, self.min_lr, self.print_fn = patience, factor, min_lr, print_fn
+        who = type(self).__name__
+        self.patience = _check_count(who, 'patience', patience, 1,
+                                     'validations without improvement before each reduction')
+        self.factor = _check_real(who, 'factor', factor, 1, 'the lr is divided by it: factor=10 divides it by 10',
+                                  above=True)
+        self.min_lr = _check_real(who, 'min_lr', min_lr, 0, 'the lowest lr it reduces to')
+        self.print_fn = print_fn
 
     def on_result(self, value: float):
         if self.wait < self.patience: return
