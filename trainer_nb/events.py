@@ -171,11 +171,14 @@ def _checked_value(name: str, value):
     "`value` as `put_scalar` keeps it (a float, or a one-element tensor left on its device), or an error naming `name`."
     if value.__class__ is int: return float(value)
     if isinstance(value, torch.Tensor):
-        _check_one_element(name, value, value.numel())  # metadata: no device sync
-        if value.is_complex(): raise _bad_value(name, value)
+        if value.numel() != 1: _check_one_element(name, value, value.numel())  # metadata: no device sync
         # A CPU tensor is read now (no device to wait for, and a float is cheaper to keep than a tensor);
         # others wait, unsynchronised, until something reads the history.
-        return float(value.item()) if value.is_cpu else value.detach()
+        if value.is_cpu:
+            try: return float(value.item())
+            except TypeError: raise _bad_value(name, value) from None  # a complex number
+        if value.is_complex(): raise _bad_value(name, value)
+        return value.detach()
     if isinstance(value, numbers.Real): return float(value)  # int, bool, float, numpy int and float scalars...
     np = sys.modules.get('numpy')  # (a numpy value can only exist once numpy is imported)
     if np is not None and isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in 'biuf':
