@@ -382,7 +382,7 @@ class JSONWriter(EventWriter):
 
     def _open(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, 'a', encoding='utf-8')
+        self._file = open(self.path, 'a', encoding='utf-8', newline='\n')  # no '\r\n': we count bytes
         if self._offset is None or self._file.tell() < self._offset:  # a new writer, or a file that is not ours
             self._last = None                                          # any more: append to it
         elif self._last is None: self._cut(self._offset)  # a resumed run rewrites what came after its checkpoint,
