@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
+import numbers
+import sys
 import time
 from collections import deque
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 
 import torch
@@ -18,7 +22,7 @@ import torch
 __all__ = ['HistoryBuffer', 'EventStorage', 'get_event_storage', 'has_event_storage', 'EventWriter', 'JSONWriter', 'read_metrics',
            'ConsoleWriter', 'TensorBoardWriter']
 
-# %% ../nbs/01_events.ipynb #b8b26b16
+# %% ../nbs/01_events.ipynb #a1c9e0f1
 _MAX_PENDING = 1024  # tensors kept unconverted before we convert them anyway (bounds memory)
 
 def _to_floats(values: list) -> list[float]:
@@ -30,6 +34,13 @@ def _to_floats(values: list) -> list[float]:
                 for v in values]
     return [float(v) for v in values]
 
+def _median(values: list[float]) -> float:
+    "The median of a non-empty list of numbers."
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+# %% ../nbs/01_events.ipynb #b8b26b16
 class HistoryBuffer:
     "The bounded history of one scalar, as `(value, iteration)` pairs, with running statistics."
     def __init__(self,
@@ -81,17 +92,21 @@ class HistoryBuffer:
         if not self._values: raise IndexError("This history is empty.")
         return self._iters[-1]
 
-    def _window(self, window: int) -> list[float]:
+    def recent(self, n: int) -> list[tuple[float, int]]:
+        "The last `n` kept values as `(value, iteration)` pairs, oldest first (all of them if fewer are kept)."
         self._materialize()
-        if not self._values: raise IndexError("This history is empty.")
-        n = min(window, len(self._values))
-        return [self._values[i] for i in range(-n, 0)]
+        n = max(0, min(n, len(self._values)))
+        newest_first = zip(islice(reversed(self._values), n), islice(reversed(self._iters), n))
+        return list(newest_first)[::-1]
+
+    def _window(self, window: int) -> list[float]:
+        values = [v for v, _ in self.recent(window)]
+        if not values: raise IndexError("This history is empty.")
+        return values
 
     def median(self, window: int) -> float:
         "The median of the last `window` values."
-        values = sorted(self._window(window))
-        mid = len(values) // 2
-        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        return _median(self._window(window))
 
     def avg(self, window: int) -> float:
         "The mean of the last `window` values."
@@ -125,9 +140,53 @@ class HistoryBuffer:
     def __repr__(self):
         return f"HistoryBuffer(count={self.count}, kept={len(self)}, max_length={self.max_length})"
 
-# %% ../nbs/01_events.ipynb #1fa7d8ac
-_STORAGE_STACK: list['EventStorage'] = []
+# %% ../nbs/01_events.ipynb #c3d1a7e2
+def _bad_name(name) -> Exception:
+    "The error for a `put_scalar` name that is not a non-empty string."
+    error = ValueError if isinstance(name, str) else TypeError
+    return error(f"put_scalar(name={name!r}, ...): the name must be a non-empty string, such as 'train/loss'.")
 
+def _converts_to_float(value) -> bool:
+    try: float(value)
+    except (TypeError, ValueError): return False
+    return True
+
+def _bad_value(name: str, value) -> TypeError:
+    "The error for a `put_scalar` value that is not a number, naming the scalar and the fix."
+    if value is None: got, fix = 'None', 'log a number'
+    elif isinstance(value, torch.Tensor): got, fix = f"a {value.dtype} tensor", 'log a real number, e.g. `value.abs()`'
+    else:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + '...'
+        got = f"{type(value).__name__} {shown}"
+        fix = 'convert it with float(...)' if _converts_to_float(value) else 'log a number'
+    return TypeError(f"put_scalar({name!r}, ...): the value must be a number or a one-element tensor, "
+                     f"got {got}; {fix}.")
+
+def _check_one_element(name: str, value, n_elements: int):
+    if n_elements != 1:
+        raise ValueError(f"put_scalar({name!r}, ...): the value must be one number, got a {type(value).__name__} of "
+                         f"shape {tuple(value.shape)}; reduce it first, e.g. `value.mean()`.")
+
+def _checked_value(name: str, value):
+    "`value` as `put_scalar` keeps it (a float, or a one-element tensor left on its device), or an error naming `name`."
+    if value.__class__ is int: return float(value)
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1: _check_one_element(name, value, value.numel())  # metadata: no device sync
+        # A CPU tensor is read now (no device to wait for, and a float is cheaper to keep than a tensor);
+        # others wait, unsynchronised, until something reads the history.
+        if value.is_cpu:
+            try: return float(value.item())
+            except TypeError: raise _bad_value(name, value) from None  # a complex number
+        if value.is_complex(): raise _bad_value(name, value)
+        return value.detach()
+    if isinstance(value, numbers.Real): return float(value)  # int, bool, float, numpy int and float scalars...
+    np = sys.modules.get('numpy')  # (a numpy value can only exist once numpy is imported)
+    if np is not None and isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in 'biuf':
+        _check_one_element(name, value, value.size)
+        return float(value.item())  # ...numpy bools, and numpy arrays of one element
+    raise _bad_value(name, value)
+
+# %% ../nbs/01_events.ipynb #1fa7d8ac
 class EventStorage:
     "Named scalar histories, all indexed by one iteration counter `iter`."
     def __init__(self,
@@ -140,16 +199,15 @@ class EventStorage:
         self._hints: dict[str, bool] = {}
         self._prefix = ''
 
-    def put_scalar(self, name: str, value, smoothing_hint: bool = True, cur_iter: int | None = None):
-        "Record `value` (a number or a one-element tensor) under `name` at `cur_iter` (default: `self.iter`)."
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1:
-                raise ValueError(f"put_scalar({name!r}) got a tensor of shape {tuple(value.shape)}; "
-                                 "log one number: reduce it first, e.g. `value.mean()`.")
-            # A CPU tensor is read now (no device to wait for, and a float is cheaper to keep than a tensor);
-            # others wait, unsynchronised, until something reads the history.
-            value = value.item() if value.is_cpu else value.detach()
-        else: value = float(value)
+    def put_scalar(self,
+                   name: str, # a non-empty name; a `/` groups names: `train/loss`, `valid/accuracy`
+                   value, # a number (a bool counts as 0 or 1), a numpy scalar, or a tensor with one element
+                   smoothing_hint: bool = True, # whether readers should smooth it (a noisy loss) or show it as it is
+                   cur_iter: int | None = None, # the iteration to record it at (default: `self.iter`)
+                  ):
+        "Record `value` under `name` at `cur_iter`; refuse, naming the scalar, anything that is not one number."
+        if not isinstance(name, str) or not name: raise _bad_name(name)
+        if value.__class__ is not float: value = _checked_value(name, value)  # a float, the usual case, needs no check
         name = self._prefix + name
         history = self._histories.get(name)
         if history is None:
@@ -183,10 +241,22 @@ class EventStorage:
         "The most recent `(value, iteration)` of every scalar."
         return {n: (h.latest(), h.latest_iter()) for n, h in self._histories.items() if h.count}
 
+    def smoothed(self,
+                 name: str, # the scalar
+                 window: int = 20, # how many values each median covers, the value itself and those before it
+                 last: int = 1, # how many of the most recent values to return
+                ) -> list[tuple[float, int]]:
+        "The last `last` values of `name` as `(value, iteration)` pairs, smoothed if its hint asks for it."
+        history = self.history(name)
+        if not self._hints[name]: return history.recent(last)
+        pairs = history.recent(last + window - 1)  # each of the `last` values, and the window before the first
+        values = [v for v, _ in pairs]
+        first = max(len(pairs) - last, 0)
+        return [(_median(values[max(i - window + 1, 0):i + 1]), pairs[i][1]) for i in range(first, len(pairs))]
+
     def latest_with_smoothing_hint(self, window: int = 20) -> dict[str, tuple[float, int]]:
         "Like `latest`, but smoothed (median of the last `window` values) where the hint asks for it."
-        return {n: (h.median(window) if self._hints[n] else h.latest(), h.latest_iter())
-                for n, h in self._histories.items() if h.count}
+        return {n: self.smoothed(n, window)[-1] for n, h in self._histories.items() if h.count}
 
     def step(self):
         "Move to the next iteration."
@@ -224,6 +294,9 @@ class EventStorage:
     def __repr__(self):
         return f"EventStorage(iter={self.iter}, names={sorted(self._histories)})"
 
+# %% ../nbs/01_events.ipynb #e5f3c9a4
+_STORAGE_STACK: list[EventStorage] = []  # the storages whose `with` block is running, innermost last
+
 def get_event_storage() -> EventStorage:
     "The storage of the fit that is running: call it from model code or a callback to log your own scalars."
     if not _STORAGE_STACK:
@@ -240,13 +313,14 @@ class EventWriter:
     "Base class of writers: `write(storage)` outputs what is new, `close()` releases files."
     def __init__(self): self._seen: dict[str, int] = {}
 
-    def _new_names(self, storage: EventStorage) -> list[str]:
-        "Names with values this writer has not written yet (and mark them written)."
-        new = []
+    def _new_counts(self, storage: EventStorage) -> dict[str, int]:
+        "How many values of each name this writer has not written yet (and mark them written)."
+        new = {}
         for name, history in storage.histories().items():
-            if history.count > self._seen.get(name, 0):
-                new.append(name)
-                self._seen[name] = history.count
+            count, seen = history.count, self._seen.get(name, 0)
+            if count > seen:
+                new[name] = count - seen
+                self._seen[name] = count
         return new
 
     def write(self, storage: EventStorage): raise NotImplementedError
@@ -255,12 +329,17 @@ class EventWriter:
     def load_state_dict(self, state: dict): self._seen = dict(state['seen'])
 
 # %% ../nbs/01_events.ipynb #01d3b175
-def _json_number(x: float):
-    "JSON has no NaN or infinity: write them as strings a reader can still parse with `float()`."
-    return x if x == x and abs(x) != float('inf') else str(x)
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # raises on NaN and infinities, which JSON does not have
+
+def _json_line(record: dict) -> str:
+    "`record` as one line of JSON (ASCII only), with NaN and infinities as strings a reader can parse with `float()`."
+    try: return _STRICT_JSON.encode(record) + '\n'
+    except ValueError:  # rare: a NaN or an infinity
+        record = {k: v if isinstance(v, str) or math.isfinite(v) else str(v) for k, v in record.items()}
+        return json.dumps(record) + '\n'
 
 class JSONWriter(EventWriter):
-    "Append one JSON object per write to a `metrics.json` file."
+    "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
     def __init__(self,
                  path: str | Path, # the file, usually `<run folder>/metrics.json`
                  window: int = 20, # smoothing window, for scalars logged with `smoothing_hint=True`
@@ -268,26 +347,48 @@ class JSONWriter(EventWriter):
         super().__init__()
         self.path, self.window = Path(path), window
         self._file = None
-        self._offset: int | None = None  # the file's size after our last line (checkpointed with our state)
+        # Checkpointed with our state: the file's size after our last line, that line, and where it starts.
+        self._offset: int | None = None
+        self._last: dict | None = None
+        self._last_start: int | None = None
 
     def write(self, storage: EventStorage):
-        names = self._new_names(storage)
-        if not names: return
-        hints = storage.smoothing_hints()
-        record = {'iter': storage.iter}
-        for n in names:
-            h = storage.history(n)
-            record[n] = _json_number(h.median(self.window) if hints[n] else h.latest())
+        records = self._new_records(storage)
+        if not records: return
         if self._file is None: self._open()
-        self._file.write(json.dumps(record) + '\n')
+        last = self._last
+        if last is not None and last['iter'] in records:  # more values for our last line: rewrite it
+            self._cut(self._last_start)
+            records[last['iter']] = {**last, **records[last['iter']]}
+        iters = sorted(records)
+        lines = [_json_line({'iter': it, **records[it]}) for it in iters]
+        self._file.write(''.join(lines))
         self._file.flush()
         self._offset = self._file.tell()
+        self._last = {'iter': iters[-1], **records[iters[-1]]}
+        self._last_start = self._offset - len(lines[-1])  # JSON lines are ASCII: one byte per character
+
+    def _new_records(self, storage: EventStorage) -> dict[int, dict]:
+        "The values not written yet (smoothed where their hint asks for it), by the iteration they were logged at."
+        records = {}
+        for name, new in self._new_counts(storage).items():
+            for value, it in storage.smoothed(name, self.window, new): records.setdefault(it, {})[name] = value
+        return records
+
+    def _cut(self, size: int):
+        "Cut the file to `size` bytes, and write from there."
+        self._file.truncate(size)
+        self._file.seek(size)
 
     def _open(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, 'a', encoding='utf-8')
-        if self._offset is not None and self._file.tell() > self._offset:
-            self._file.truncate(self._offset)  # a resumed run rewrites what came after its checkpoint
+        self._file = open(self.path, 'a', encoding='utf-8', newline='\n')  # no '\r\n': we count bytes
+        if self._offset is None or self._file.tell() < self._offset:  # a new writer, or a file that is not ours
+            self._last = None                                          # any more: append to it
+        elif self._last is None: self._cut(self._offset)  # a resumed run rewrites what came after its checkpoint,
+        else:                                             # including the last line, which may have grown since
+            self._cut(self._last_start)
+            self._file.write(_json_line(self._last))
         self._offset = self._file.tell()
 
     def close(self):
@@ -295,10 +396,12 @@ class JSONWriter(EventWriter):
             self._file.close()
             self._file = None
 
-    def state_dict(self) -> dict: return {**super().state_dict(), 'offset': self._offset}
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), 'offset': self._offset, 'last': self._last, 'last_start': self._last_start}
+
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
-        self._offset = state.get('offset')
+        self._offset, self._last, self._last_start = state.get('offset'), state.get('last'), state.get('last_start')
 
 def read_metrics(path: str | Path) -> list[dict]:
     "Read a `metrics.json` file written by `JSONWriter`: a list of dicts, one per line."
@@ -322,14 +425,11 @@ class ConsoleWriter(EventWriter):
         return f"  eta: {datetime.timedelta(seconds=int(seconds))}"
 
     def write(self, storage: EventStorage):
-        names = self._new_names(storage)
+        names = self._new_counts(storage)
         if not names: return
-        hints = storage.smoothing_hints()
         total = f"/{self.max_iter}" if self.max_iter else ''
         parts = [f"iter: {storage.iter}{total}{self._eta(storage)}"]
-        for n in sorted(names):
-            h = storage.history(n)
-            parts.append(f"{n}: {(h.median(self.window) if hints[n] else h.latest()):.4g}")
+        for n in sorted(names): parts.append(f"{n}: {storage.smoothed(n, self.window)[-1][0]:.4g}")
         self.print_fn('  '.join(parts))
 
 class TensorBoardWriter(EventWriter):
@@ -346,11 +446,8 @@ class TensorBoardWriter(EventWriter):
         self._writer = SummaryWriter(str(log_dir), **kwargs)
 
     def write(self, storage: EventStorage):
-        for name, history in storage.histories().items():
-            new = history.count - self._seen.get(name, 0)
-            if new <= 0: continue
-            for value, it in history.values()[-new:]: self._writer.add_scalar(name, value, it)
-            self._seen[name] = history.count
+        for name, new in self._new_counts(storage).items():
+            for value, it in storage.history(name).recent(new): self._writer.add_scalar(name, value, it)
         self._writer.flush()
 
     def close(self): self._writer.close()
