@@ -170,4 +170,5 @@ def main(argv: list[str] | None = None) -> dict | None:
 
 # %% ../nbs/08_demo.ipynb #e3e5935c
 #| eval: false
-if __name__ == '__main__': sys.exit(0 if main() is not None else 130)
+if __name__ == '__main__' and not in_notebook():  # (in a notebook, `__name__` is '__main__' too)
+    sys.exit(0 if main() is not None else 130)
