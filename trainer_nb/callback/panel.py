@@ -12,7 +12,7 @@ from .progress import fit_status, is_resumable
 from ..core import in_notebook
 
 # %% auto #0
-__all__ = ['PANEL_MESSAGES', 'route_to_frontend_subshell', 'frontend_subshells', 'ControlPanelCallback']
+__all__ = ['PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells', 'ControlPanelCallback']
 
 # %% ../../nbs/12_callback.panel.ipynb #2e09cb7f
 def route_to_frontend_subshell(widget) -> bool:
@@ -29,6 +29,34 @@ def route_to_frontend_subshell(widget) -> bool:
     kernel = _kernel()
     if kernel is None or not getattr(kernel, '_supports_kernel_subshells', False): return False
     comm._reply_subshell_for = lambda data, default: default  # default: the subshell the message came on
+    keep_busy_status(kernel)
+    return True
+
+def keep_busy_status(kernel) -> bool:
+    """While the main shell runs a cell, follow any 'idle' status another thread publishes by 'busy' for that cell.
+
+    JupyterLab shows the kernel's status from every `status` message. ipykernel 7 publishes busy/idle around each
+    message it handles, also a subshell's (a routed click) or the control channel's (JupyterLab creating its comm
+    subshell) while the main shell still runs a cell; their 'idle' made JupyterLab show *Idle* during the fit.
+    Wraps the kernel's `_publish_status` (private, checked with ipykernel 7.4), once; call it from the running
+    cell. Returns whether the wrapper is in place.
+    """
+    publish = getattr(kernel, '_publish_status', None)
+    if publish is None: return False
+    if getattr(publish, 'keeps_busy', False): return True
+    main = getattr(getattr(kernel, 'shell_channel_thread', None), 'parent_thread', threading.main_thread())
+    lock = threading.Lock()
+    running = [kernel.get_parent('shell') if threading.current_thread() is main else None]  # the cell's request
+
+    def publish_status(status, channel, parent=None):
+        with lock:  # so that a late 'busy' never follows the cell's own 'idle'
+            publish(status, channel, parent)
+            if threading.current_thread() is main and channel == 'shell':
+                running[0] = (parent or kernel.get_parent('shell')) if status == 'busy' else None
+            elif status == 'idle' and running[0]: publish('busy', 'shell', running[0])
+
+    publish_status.keeps_busy = True
+    kernel._publish_status = publish_status
     return True
 
 def frontend_subshells() -> int | None:
