@@ -167,7 +167,7 @@ def _note(names: list[str], curves: dict) -> str:
 class DrawBudget:
     "When a live display may redraw: its cost within `budget` of the elapsed time, and a frame every `max_interval`."
     def __init__(self,
-                 budget: float = 0.015, # the share of the wall time the redraws may use (the first frame aside)
+                 budget: float = 0.01, # the share of the wall time the redraws may use (the first frame aside)
                  min_interval: float = 1., # seconds between two redraws, at least
                  max_interval: float = 5., # seconds between two frames, at most (a blit, if nothing more fits)
                  clock=time.perf_counter, # a function that returns seconds (tests pass a fake clock)
@@ -509,7 +509,7 @@ class LivePlotCallback(Callback):
                  panels: dict | None = None, # panel title -> scalar names or patterns (default: `DEFAULT_PANELS`)
                  log=('losses',), # titles of the panels with a log y-axis
                  smooth: float = 0.98, # moving-average factor for scalars logged with `smoothing_hint` (0: none)
-                 budget: float = 0.015, # share of the fit's wall time the redraws may cost (the first frame aside)
+                 budget: float = 0.01, # share of the fit's wall time the redraws may cost (the first frame aside)
                  min_interval: float = 1., # seconds between live frames, at least
                  max_interval: float = 5., # seconds between live frames, at most (while batches end that often)
                  first_frame: float = 0.5, # seconds from the end of the first batch to the first frame
