@@ -11,14 +11,17 @@ The variants run interleaved, in a rotating order, for `--rounds` rounds, after 
 pays the imports of fastprogress, ipywidgets and matplotlib). We report the median fit time of each variant,
 the median over rounds of its ratio to `plain` in the same round, by wall time and by the kernel process's CPU
 time (less sensitive to other processes on a shared machine), and the live plot's own accounting
-(`learn.live_plot.stats`: redraws, seconds spent, final figure included). Because wall-time ratios on a
-shared 2-core machine move by several percent from run to run, we also time the display callbacks from inside:
-each one is wrapped so that the seconds spent in its event handlers add up (`time in the display callbacks`,
-as a share of the fit's wall time); that is their direct cost, without the noise of the rest. Then `plain` and `notebook` on a
-long fit (`--long-steps`), long enough for live redraws (a short fit's plot budget pays only for its final
-figure), and the cost of the first notebook fit in a fresh kernel (imports included) against a plain fit.
+(`learn.live_plot.stats`: frames, seconds spent with the first frame and the final figure, the time from the first
+batch to the first frame, the longest time between two frames). Because wall-time ratios on a shared 2-core
+machine move by several percent from run to run, we also time the display callbacks from inside: each one is
+wrapped so that the seconds spent in its event handlers add up (`time in the display callbacks`, as a share of
+the fit's wall time); that is their direct cost, without the noise of the rest. Then `plain` and `notebook` on a
+long fit (`--long-steps`). First of all, in the fresh kernel, a plain fit and a notebook fit of `--steps`: the
+cost of the first notebook fit (imports included), and its first frame in a cold kernel. `--only-cold` runs just
+those two.
 
 Run: python bench/notebook_overhead.py [--rounds 7] [--steps 20000] [--long-steps 100000] [--long-rounds 2]
+                                       [--only-cold]
 """
 import argparse
 import json
@@ -113,9 +116,22 @@ def ratios(runs, ref, key='seconds'):
 
 def plot_share(runs):
     plots = [r['plot'] for r in runs if r['plot']]
-    if not plots: return '| | | |'
+    if not plots: return '| | | | | |'
     return (f"| {statistics.median(p['redraws'] for p in plots):.0f} | {statistics.median(p['spent'] for p in plots):.3f} "
-            f"| {statistics.median(p['spent'] / p['elapsed'] for p in plots):.2%} |")
+            f"| {statistics.median(p['spent'] / p['elapsed'] for p in plots):.2%} "
+            f"| {statistics.median(p['first_frame'] for p in plots):.2f} | {max(p['max_gap'] for p in plots):.1f} |")
+
+
+def first_fit(kc, steps) -> str:
+    "A plain fit, then a notebook fit, in a fresh kernel (the second pays the imports): a line to print."
+    plain, cold = bench(kc, 'plain', steps), bench(kc, 'notebook', steps)
+    p = cold['plot']
+    return (f"first notebook fit in a fresh kernel ({steps} steps, imports included): {cold['seconds']:.3f} s against "
+            f"{plain['seconds']:.3f} s plain ({cold['seconds'] / plain['seconds']:.3f}x); display callbacks "
+            f"{cold['inside']:.3f} s ({cold['inside'] / cold['seconds']:.2%}); its plot: first frame {p['first_frame']:.2f} s "
+            f"after the first batch (costing {p['first_cost']:.3f} s, the import of matplotlib included), "
+            f"{p['redraws']} frames {p['kinds']}, at most {p['max_gap']:.1f} s apart, {p['spent']:.3f} s in all "
+            f"({p['spent'] / p['elapsed']:.2%}), of which the final figure {p['final']:.3f} s")
 
 
 def main():
@@ -124,6 +140,7 @@ def main():
     parser.add_argument('--steps', type=int, default=20000)
     parser.add_argument('--long-steps', type=int, default=100000, help='a long fit, where the live plot redraws')
     parser.add_argument('--long-rounds', type=int, default=2)
+    parser.add_argument('--only-cold', action='store_true', help='only the first fits in a fresh kernel (--steps)')
     args = parser.parse_args()
     root = Path(__file__).resolve().parent.parent
     km = jupyter_client.KernelManager(kernel_name='python3')
@@ -133,8 +150,10 @@ def main():
     try:
         kc.wait_for_ready(timeout=60)
         run_cell(kc, f"import sys; sys.path.insert(0, {str(root)!r})\n" + SETUP)
-        cold_plain = bench(kc, 'plain', args.steps)
-        cold = bench(kc, 'notebook', args.steps)  # a fresh kernel: imports fastprogress, ipywidgets, matplotlib
+        cold = first_fit(kc, args.steps)  # a fresh kernel: imports fastprogress, ipywidgets, matplotlib
+        if args.only_cold:
+            print(cold)
+            return
         names = ['plain', 'bars', 'notebook']
         for n in names: bench(kc, n, 1000)  # warm-up
         runs = {n: [] for n in names}
@@ -155,19 +174,16 @@ def main():
     print(f"python {py}, torch {torch_v}, ipykernel {ipk}, ipywidgets {ipw}, matplotlib {mpl}, fastprogress {fp}; "
           f"1 thread; {args.rounds} rounds of {args.steps} steps, {args.long_rounds} of {args.long_steps}")
     print("| variant | steps | median fit time (s) | median ratio to plain (wall) | median ratio to plain (kernel CPU) "
-          "| time in the display callbacks | plot redraws | plot cost (s) | plot share of the fit |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| time in the display callbacks | plot frames | plot cost (s) | plot share of the fit "
+          "| first frame after the first batch (s) | longest gap between frames (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for table, steps in ((runs, args.steps), (long, args.long_steps)):
         for n, rs in table.items():
             print(f"| {n} | {steps} | {statistics.median(r['seconds'] for r in rs):.3f} "
                   f"| {statistics.median(ratios(rs, table['plain'])):.3f}x "
                   f"| {statistics.median(ratios(rs, table['plain'], 'cpu')):.3f}x "
                   f"| {statistics.median(r['inside'] / r['seconds'] for r in rs):.2%} {plot_share(rs)}")
-    p = cold['plot']
-    print(f"\nfirst notebook fit in a fresh kernel ({args.steps} steps, imports included): {cold['seconds']:.3f} s "
-          f"against {cold_plain['seconds']:.3f} s plain ({cold['seconds'] / cold_plain['seconds']:.3f}x); its plot: "
-          f"{p['redraws']} redraws, {p['spent']:.3f} s ({p['spent'] / p['elapsed']:.2%}), "
-          f"of which the final figure {p['final']:.3f} s")
+    print('\n' + cold)
 
 
 if __name__ == '__main__': main()

@@ -2,7 +2,9 @@
 
 Open `tests/notebooks/live_view.ipynb`, Run All, take two screenshots while it trains (the bars and the live plot
 move between them), click Stop (the fit ends at a batch boundary with consistent counts), save, and read the
-saved file. Screenshots go to `tests/artifacts/browser/` (git-ignored).
+saved file. While it trains: the live plot is visible within 3 s of the first batch (the kernel prints when that
+batch ended; the page records when each new plot image is decoded, on the same machine's clock), it keeps
+changing, and JupyterLab shows the kernel as busy. Screenshots go to `tests/artifacts/browser/` (git-ignored).
 
 Needs `jupyterlab`, `playwright` (the Python package; never `playwright install`: we drive Debian's
 `/usr/bin/chromium`, or `$TRAINER_NB_CHROMIUM`). Where one is missing the test is skipped, except under CI
@@ -30,6 +32,7 @@ NOTEBOOK = TESTS / 'notebooks' / 'live_view.ipynb'
 CHROMIUM = os.environ.get('TRAINER_NB_CHROMIUM', '/usr/bin/chromium')
 RESULT = re.compile(r"RESULT stop_reason=(\w+) steps=(\d+) losses=(\d+) opt_steps=\[(\d+)\] epoch=(\d+) "
                     r"epoch_iter=(\d+)")
+FIRST_BATCH = re.compile(r"FIRST_BATCH ([\d.]+)")
 STEPS_PER_EPOCH = 45
 
 
@@ -132,6 +135,33 @@ def bar_values(page):
     return page.eval_on_selector_all('.jp-OutputArea-output progress', 'els => els.map(e => e.value)')
 
 
+# Installed before Run All: the time (s, the machine's clock) at which each new plot image is decoded, so ready to
+# be painted, with the end of its data URL; and each change of the kernel status the frontend shows.
+WATCH = """() => {
+    const log = window.__watch = {plots: [], status: []};
+    const check = () => {
+        for (const img of document.querySelectorAll('.jp-OutputArea-output img')) {
+            const src = img.getAttribute('src') || '';
+            if (img.__seen === src) continue;
+            img.__seen = src;
+            img.decode().then(() => log.plots.push([Date.now() / 1000, src.slice(-48), img.naturalWidth]),
+                              () => {});
+        }
+    };
+    new MutationObserver(check).observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                       attributeFilter: ['src']});
+    const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    kernel.statusChanged.connect((_, status) => log.status.push([Date.now() / 1000, status]));
+}"""
+
+
+def kernel_status(page):
+    "The kernel status as JupyterLab has it, and the status bar's kernel item (e.g. 'Python 3 (ipykernel) | Busy')."
+    status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
+    bar = ' '.join(page.locator('.jp-StatusBar-Widget').all_text_contents())
+    return status, bar
+
+
 @pytest.mark.slow
 def test_run_all_watch_stop_save(tmp_path):
     require(have_module('jupyterlab'), 'jupyterlab')
@@ -162,6 +192,7 @@ def test_run_all_watch_stop_save(tmp_path):
                                    "?.status === 'idle'", timeout=60_000)
 
             # 1. Run All, from the Run menu
+            page.evaluate(WATCH)
             page.click('li.lm-MenuBar-item >> text=Run')
             page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
 
@@ -173,7 +204,10 @@ def test_run_all_watch_stop_save(tmp_path):
             shot1 = ARTIFACTS / 'live_view_1_running.png'
             page.screenshot(path=str(shot1))
             bars1, plot1 = bar_values(page), plot_src(page)
-            time.sleep(3)
+            statuses = [kernel_status(page)]
+            for _ in range(3):
+                time.sleep(1)
+                statuses.append(kernel_status(page))
             shot2 = ARTIFACTS / 'live_view_2_running.png'
             page.screenshot(path=str(shot2))
             bars2, plot2 = bar_values(page), plot_src(page)
@@ -182,6 +216,10 @@ def test_run_all_watch_stop_save(tmp_path):
             assert bars1 != bars2, (bars1, bars2)
             running = page.locator('.widget-html-content').first.inner_text()
             assert running.startswith('step ') and ' ETA ' in running, running  # the panel's status line
+            # the fit cell runs: JupyterLab says busy (not idle, after the Stop button's subshell messages)
+            assert all(status == 'busy' and '| Busy' in bar for status, bar in statuses), statuses
+            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(ARTIFACTS / 'live_view_plot_running.png'))
+            t_stop = time.time()
 
             # 3. Stop: the fit ends at a batch boundary, and the next cell prints the counts
             page.click("button.jupyter-button:text-is('Stop')")
@@ -195,8 +233,19 @@ def test_run_all_watch_stop_save(tmp_path):
                                     f'step {steps}'), label
             time.sleep(0.5)  # the final figure's update
             page.screenshot(path=str(ARTIFACTS / 'live_view_3_stopped.png'))
+            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(ARTIFACTS / 'live_view_plot_final.png'))
             final_plot = plot_src(page)
             assert final_plot != first_plot
+
+            # the live plot: visible within 3 s of the first batch, then changing while the fit ran
+            first_batch = float(FIRST_BATCH.search(outputs_text(page)).group(1))
+            watch = page.evaluate('() => window.__watch')
+            shown = [(t, key) for t, key, width in watch['plots'] if width > 0]
+            (ARTIFACTS / 'live_view_timeline.json').write_text(json.dumps(
+                {'first_batch': first_batch, 'stop_click': t_stop, **watch}, indent=1))
+            assert shown and shown[0][0] - first_batch <= 3.0, (first_batch, shown[:3])
+            during = {key for t, key in shown if t <= t_stop}
+            assert len(during) >= 3, (first_batch, t_stop, shown)
 
             # 4. save (Ctrl+S), and read the file on disk
             page.click('.jp-Notebook .jp-Cell .jp-InputArea-prompt >> nth=0')

@@ -18,6 +18,7 @@ import pytest
 nbformat = pytest.importorskip('nbformat')
 nbclient = pytest.importorskip('nbclient')
 jupyter_client = pytest.importorskip('jupyter_client')
+from kernel_helpers import Kernel
 
 NOTEBOOK = Path(__file__).resolve().parent / 'notebooks' / 'live_view.ipynb'
 RESULT = re.compile(r"RESULT stop_reason=(\w+) steps=(\d+) losses=(\d+) opt_steps=\[(\d+)\] epoch=(\d+) "
@@ -76,56 +77,6 @@ def test_saved_notebook_has_table_and_final_png(tmp_path, monkeypatch):
 def cell_sources():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     return [c.source for c in nb.cells if c.cell_type == 'code']
-
-
-class Kernel:
-    "A kernel and its client, with the helpers the Stop tests need."
-    def __init__(self, cwd):
-        self.km = jupyter_client.KernelManager(kernel_name='python3')
-        self.km.start_kernel(cwd=str(cwd))
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
-
-    def close(self):
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-
-    def run(self, code, timeout=120):
-        "Execute `code` and wait for it; return the text it printed, and the comm updates meanwhile."
-        out, updates, _ = self.collect(self.kc.execute(code), timeout)
-        return out, updates
-
-    def collect(self, msg_id, timeout, on_message=None):
-        "Read iopub until the request `msg_id` is idle: its printed text, and every comm update with its time."
-        out, comm_updates, deadline = [], [], time.time() + timeout
-        while True:
-            msg = self.kc.get_iopub_msg(timeout=max(deadline - time.time(), 0.1))
-            kind, parent = msg['msg_type'], msg['parent_header'].get('msg_id')
-            if on_message: on_message(msg)
-            if kind == 'comm_msg': comm_updates.append((time.time(), msg['content']))
-            if parent != msg_id: continue
-            if kind == 'stream': out.append(msg['content']['text'])
-            elif kind == 'error': out.append('\n'.join(msg['content']['traceback']))
-            elif kind == 'status' and msg['content']['execution_state'] == 'idle': break
-        reply = self.kc.get_shell_msg(timeout=timeout)
-        assert reply['content']['status'] == 'ok', ''.join(out)
-        return ''.join(out), comm_updates, time.time()
-
-    def create_subshell(self) -> str:
-        "Ask the kernel for a subshell, as JupyterLab does for widget comms."
-        msg = self.kc.session.msg('create_subshell_request', {})
-        self.kc.control_channel.send(msg)
-        reply = self.kc.control_channel.get_msg(timeout=10)
-        assert reply['content']['status'] == 'ok', reply['content']
-        return reply['content']['subshell_id']
-
-    def click(self, comm_id, subshell_id=None):
-        "Send an ipywidgets button click, on `subshell_id` (None: the main shell)."
-        msg = self.kc.session.msg('comm_msg', {'comm_id': comm_id,
-                                               'data': {'method': 'custom', 'content': {'event': 'click'}}})
-        if subshell_id is not None: msg['header']['subshell_id'] = subshell_id
-        self.kc.shell_channel.send(msg)
 
 
 def label_values(comm_updates, label_id):
