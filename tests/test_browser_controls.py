@@ -1,0 +1,103 @@
+"""The control panel, clicked in JupyterLab (headless Chromium, Playwright) while a fit runs in a fresh kernel.
+
+A ~30 s fit of the digits MLP with the default callbacks. In the page, while it trains: **Save now** (the status
+line then says "saved checkpoints/last.pt at step N", and the file is there), **Validate now** (a validation loss
+is logged at that step), **Scale lr** with factor 0.5 (the logged lr halves from the next step) and **Stop after
+epoch** (the fit ends at the end of an epoch, resumable). The kernel reports what happened; `learn.resume()` in
+the next cell completes the fit. Screenshots of the panel go to `tests/artifacts/browser/controls_*.png`.
+"""
+import json
+import re
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from test_browser_live_view import ARTIFACTS, CHROMIUM, Lab, have_module, outputs_text, require, wait_for
+
+STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
+SETUP = """import json, os, time
+import torch
+from trainer_nb.all import *
+from trainer_nb.demo import digits_dls, digits_model
+torch.manual_seed(0)
+slow = LambdaCallback(before_batch=lambda learn: learn.training and time.sleep(0.06))  # ~2.7 s an epoch
+learn = Learner(digits_model(), digits_dls(bs=32), torch.nn.functional.cross_entropy, lr=3e-3,
+                metrics=[accuracy], path=os.environ['TRAINER_NB_RUN_DIR'], cbs=[slow])"""
+REPORT = """h = learn.storage.histories()
+print('REPORT ' + json.dumps({'stop_reason': learn.stop_reason, 'step': learn.step, 'epoch': learn.epoch,
+      'resumable': learn.fit_state.resumable, 'controls': learn.controls.history,
+      'valid': [i for _, i in h['valid/loss'].values()], 'lr': [[i, v] for v, i in h['lr'].values()],
+      'last': os.path.isfile(learn.checkpoint_path('last'))}))"""
+RESUME = "learn.resume()\nprint('RESUMED', learn.stop_reason, learn.step)"
+
+
+def notebook(path: Path):
+    import nbformat
+    cells = [nbformat.v4.new_code_cell(c) for c in (SETUP, 'learn.fit(12)', REPORT, RESUME)]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+
+
+def status_line(page) -> str:
+    return page.locator('.widget-html-content').first.inner_text()
+
+
+def click_and_wait(page, name: str, expect: str, shot: str) -> str:
+    "Click the panel's button `name`, wait for the status line to say `expect`, take a screenshot of the panel."
+    page.click(f"button.jupyter-button:text-is('{name}')")
+    line = wait_for(lambda: re.search(expect, status_line(page)) and status_line(page), 30, f"'{expect}' after {name}")
+    page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / f'controls_{shot}.png'))
+    return line
+
+
+@pytest.mark.slow
+def test_each_control_clicked_in_jupyterlab(tmp_path):
+    require(have_module('jupyterlab'), 'jupyterlab')
+    require(have_module('playwright'), 'the playwright Python package')
+    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+    from playwright.sync_api import sync_playwright
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    root = tmp_path / 'root'
+    root.mkdir()
+    notebook(root / 'controls.ipynb')
+    lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_RUN_DIR': str(root / 'run')})
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+                '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+                '--no-first-run', '--disable-sync', '--disable-quic', '--disable-dev-shm-usage'])
+            page = browser.new_page(viewport={'width': 1400, 'height': 1300})
+            page.goto(f"{lab.url}/lab/workspaces/t{secrets.token_hex(4)}/tree/controls.ipynb?reset&token={lab.token}")
+            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
+            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
+                                   "?.status === 'idle'", timeout=60_000)
+            page.click('li.lm-MenuBar-item >> text=Run')
+            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            page.wait_for_selector("button.jupyter-button:text-is('Save now')", timeout=60_000)
+            wait_for(lambda: re.search(r'step [1-9]', status_line(page)), 30, 'the first steps')
+            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / 'controls_running.png'))
+            saved = click_and_wait(page, 'Save now', r'saved checkpoints/last\.pt at step \d+', 'save')
+            validated = click_and_wait(page, 'Validate now', r'validated at step \d+: loss', 'validate')
+            scaled = click_and_wait(page, 'Scale lr', r'lr x0\.5 from step \d+', 'scale_lr')
+            page.click("button.jupyter-button:text-is('Stop after epoch')")
+            report = wait_for(lambda: 'REPORT ' in outputs_text(page) and outputs_text(page), 90, 'the fit to stop')
+            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / 'controls_stopped.png'))
+            resumed = wait_for(lambda: re.search(r'RESUMED (\w+) (\d+)', outputs_text(page)), 120, 'the resumed fit')
+            browser.close()
+    finally:
+        lab.close()
+
+    r = json.loads(re.search(r'REPORT (\{.*\})', report).group(1))
+    steps = {h['control']: h['step'] for h in r['controls']}
+    # Save now: the file, at the step the status line named
+    assert r['last'] and f"at step {steps['save']}" in saved, (saved, steps)
+    # Validate now: a validation loss logged at that step, besides those at the epochs' ends
+    assert steps['validate'] in r['valid'] and f"validated at step {steps['validate']}" in validated
+    # Scale lr: the lr of the steps after it is half the lr it would have been (no schedule here: 3e-3)
+    lrs = dict(r['lr'])
+    assert lrs[steps['scale_lr']] == pytest.approx(3e-3) and lrs[steps['scale_lr'] + 1] == pytest.approx(1.5e-3), scaled
+    # Stop after epoch: the fit ended at the end of an epoch, resumable; then learn.resume() completed it
+    assert (r['stop_reason'], r['resumable']) == ('interrupted', True)
+    assert r['step'] % STEPS_PER_EPOCH == 0 and r['step'] == r['epoch'] * STEPS_PER_EPOCH, r
+    assert resumed.groups() == ('completed', str(12 * STEPS_PER_EPOCH))
