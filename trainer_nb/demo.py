@@ -6,8 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import shlex
 import sys
 import time
@@ -17,14 +15,13 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .callback.progress import ProgressCallback
 from .core import in_notebook
 from .learner import DataLoaders, Learner
 from .metrics import accuracy
 
 # %% auto #0
-__all__ = ['digits_datasets', 'digits_dls', 'digits_model', 'digits_learner', 'LinesMasterBar', 'LinesProgressCallback',
-           'plain_output', 'save_last', 'resume_last', 'resume_command', 'demo_parser', 'demo_learner', 'main']
+__all__ = ['digits_datasets', 'digits_dls', 'digits_model', 'digits_learner', 'save_last', 'resume_last', 'resume_command',
+           'demo_parser', 'demo_learner', 'main']
 
 # %% ../nbs/08_demo.ipynb #1bd803ba
 def digits_datasets(valid_pct: float = 0.2, seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
@@ -53,54 +50,6 @@ def digits_learner(path='runs/digits', lr: float = 1e-2, bs: int = 64, seed: int
     torch.manual_seed(seed)
     return Learner(digits_model(), digits_dls(bs, seed), nn.functional.cross_entropy, lr=lr,
                    metrics=[accuracy], path=path, **kwargs)
-
-# %% ../nbs/08_demo.ipynb #2325303d
-class _NoBar:
-    "A progress bar that draws nothing, with what `ProgressCallback` calls on its bars."
-    comment = ''
-    def __init__(self, *args, total=None, **kwargs): self.total, self.last_v = total, None
-    def update(self, val: int): self.last_v = val
-    def on_iter_end(self): self.last_v = None
-
-class LinesMasterBar(_NoBar):
-    "In place of fastprogress's `ConsoleMasterBar`: no bars; each row of the table, or note, is one plain line."
-    pcls = _NoBar  # the bars of the training and validation phases
-    def __init__(self,
-                 total: int, # the epochs of the fit
-                ):
-        super().__init__(total=total)
-        self.main_bar, self.widths = self, None
-
-    def add_child(self, child): pass
-
-    def write(self,
-              line, # a row of the table (a list of strings), or a note (a string)
-              table: bool = False, # `line` is a row of the table; the first row names the columns
-             ):
-        "Print `line` as one line, the table's cells aligned under the column names."
-        if table:
-            if self.widths is None: self.widths = [max(len(name), 8) for name in line]
-            line = '  '.join(str(cell).ljust(width) for cell, width in zip(line, self.widths)).rstrip()
-        print(line, flush=True)  # at once: a pipe (`| tee train.log`) gets each line when it is written
-
-class LinesProgressCallback(ProgressCallback):
-    "`ProgressCallback` for a log file or a pipe: the same table and closing line, without bars."
-    @property
-    def name(self) -> str: return 'progress'  # ProgressCallback's: `learn.progress`, and its state in checkpoints
-
-    def before_fit(self):
-        self.notebook = False
-        with contextlib.redirect_stdout(io.StringIO()):  # fastprogress prints a '█\r' when it makes a console bar
-            super().before_fit()
-        self.mbar = LinesMasterBar(self.mbar.main_bar.total)
-
-def plain_output(
-    stream=None, # where the display goes; None: `sys.stdout`
-) -> bool:
-    "Whether progress should be plain lines: outside a notebook, when `stream` is not a terminal."
-    stream = sys.stdout if stream is None else stream
-    isatty = getattr(stream, 'isatty', None)
-    return not in_notebook() and not (isatty is not None and isatty())
 
 # %% ../nbs/08_demo.ipynb #45cf807b
 def save_last(learn: Learner,
@@ -142,12 +91,8 @@ def demo_parser() -> argparse.ArgumentParser:
     return parser
 
 def demo_learner(args: argparse.Namespace) -> Learner:
-    "The digits learner of the options `args`, with plain lines of progress when stdout is a file or a pipe."
-    learn = digits_learner(path=args.path, lr=args.lr, bs=args.bs, seed=args.seed)
-    if plain_output():
-        learn.remove_cb('progress')
-        learn.add_cb(LinesProgressCallback())
-    return learn
+    "The digits learner of the options `args` (its `ProgressCallback` prints plain lines when stdout is piped)."
+    return digits_learner(path=args.path, lr=args.lr, bs=args.bs, seed=args.seed)
 
 def main(argv: list[str] | None = None) -> dict | None:
     "Train the digits classifier from the command line; return the final validation results (None if interrupted)."

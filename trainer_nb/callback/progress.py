@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import html
+import sys
 import time
 
 from .core import Callback
@@ -58,36 +59,138 @@ def _notebook_master_bar(n: int):
 def _html_row(cells, tag: str) -> str:
     return '<tr>' + ''.join(f'<{tag}>{html.escape(str(c))}</{tag}>' for c in cells) + '</tr>'
 
+# %% ../../nbs/10_callback.progress.ipynb #714b9e77
+class _NoBar:
+    "A progress bar that draws nothing, with what `ProgressCallback` calls on its bars."
+    comment = ''
+    def __init__(self, *args, total=None, **kwargs): self.total, self.last_v = total, None
+    def update(self, val: int): self.last_v = val
+    def on_iter_end(self): self.last_v = None
+
+class _LinesMasterBar(_NoBar):
+    "In place of fastprogress's `ConsoleMasterBar`: no bars; each row of the table, or note, is one plain line."
+    pcls = _NoBar  # the bars of the training and validation phases
+    def __init__(self,
+                 total: int, # the epochs of the fit
+                ):
+        super().__init__(total=total)
+        self.main_bar, self.widths = self, None
+
+    def add_child(self, child): pass
+
+    def write(self,
+              line, # a row of the table (a list of strings), or a note (a string)
+              table: bool = False, # `line` is a row of the table; the first row names the columns
+             ):
+        "Print `line` as one line (the table's cells aligned under the column names), flushed at once."
+        if table:
+            if self.widths is None: self.widths = [max(len(name), 8) for name in line]
+            line = '  '.join(str(cell).ljust(width) for cell, width in zip(line, self.widths)).rstrip()
+        print(line, flush=True)  # sys.stdout when written: a pipe (`| tee train.log`) gets each line at once
+
+def _close(bar):
+    "End a child bar that stopped before its total (a cancelled phase, or the end of a step-based fit)."
+    if bar is not None and bar.last_v is not None: bar.on_iter_end()
+
+def _is_terminal(stream) -> bool:
+    "Whether `stream` is a terminal: its `isatty()` called (not just looked up), False without one or if closed."
+    isatty = getattr(stream, 'isatty', None)
+    try: return bool(isatty()) if callable(isatty) else False
+    except (ValueError, OSError): return False
+
+def _master_bar(n: int, bars: bool | None, notebook: bool | None):
+    "The master bar of a fit of `n` epochs: HTML bars, text bars, or plain lines (see `ProgressCallback`)."
+    in_nb = in_notebook()
+    if bars is None: bars = notebook is True or in_nb or _is_terminal(sys.stdout)  # (`stdout` of the moment)
+    if not bars: return _LinesMasterBar(n)
+    if in_nb if notebook is None else notebook: return _notebook_master_bar(n)
+    from fastprogress.fastprogress import ConsoleMasterBar
+    return ConsoleMasterBar(range(n), total=n)
+
+# %% ../../nbs/10_callback.progress.ipynb #466e384a
+class _TableRows:
+    "The rows of `ProgressCallback`'s table, read from `learn.storage`; needs `learn`, `mbar` and `columns`."
+    _marks: dict[str, int]  # each history's count at the last row: the next row starts there
+    _row_elapsed: float     # seconds of the unfinished row spent in a fit that stopped early
+
+    def _start_rows(self):
+        "At the start of a fit: a new table, or (resuming) the unfinished row where the stopped fit left it."
+        learn, state = self.learn, self.learn.fit_state
+        self.columns = None
+        histories = learn.storage.histories()
+        resumed = state.fit_steps > 0 or state.epoch > 0 or state.epoch_iter > 0 or state.train_done
+        if not resumed or any(histories[k].count < c for k, c in self._marks.items() if k in histories):
+            self._marks, self._row_elapsed = {name: h.count for name, h in histories.items()}, 0.
+        self._row_t, self._rows_in_epoch = time.perf_counter() - self._row_elapsed, 0
+
+    def write_row(self):
+        "Add a row to the table: what the storage holds since the previous row."
+        now = time.perf_counter()
+        values = self.row_values()
+        if self.columns is None:
+            self.columns = list(values)
+            self.mbar.write(self.columns, table=True)
+        self.mbar.write([_fmt(values.get(c)) for c in self.columns[:-1]] + [_format_time(now - self._row_t)],
+                        table=True)
+        self._row_t, self._rows_in_epoch, self._row_elapsed = now, self._rows_in_epoch + 1, 0.
+
+    def row_values(self) -> dict:
+        "The values of the next row, by column name."
+        learn = self.learn
+        row = {'epoch': learn.epoch}
+        if learn.fit_state.n_steps is not None: row['step'] = learn.step
+        histories = learn.storage.histories()
+        train = histories.get('train/loss')
+        new = min(train.count - self._marks.get('train/loss', 0), len(train)) if train is not None else 0
+        row['train_loss'] = train.avg(new) if new > 0 else None  # the mean of the losses since the last row
+        if learn.dls.valid is not None:  # the validation's columns exist from the first row, even before it runs
+            row['valid_loss'] = None
+            for m in learn.metrics: row[m.name] = None
+        for name, h in histories.items():
+            if name.startswith('valid/'):
+                row[name.replace('/', '_', 1) if name == 'valid/loss' else name[len('valid/'):]] = (
+                    h.latest() if h.count > self._marks.get(name, 0) else None)
+        self._marks = {name: h.count for name, h in histories.items()}
+        row['time'] = None
+        return row
+
+    def state_dict(self) -> dict:
+        "Where the table is in the storage, so that a resumed fit (even from disk) completes the unfinished row."
+        return {'marks': dict(self._marks), 'row_elapsed': self._row_elapsed}
+
+    def load_state_dict(self, state: dict):
+        self._marks, self._row_elapsed = dict(state['marks']), float(state['row_elapsed'])
+
+def _format_time(seconds: float) -> str:
+    seconds = int(seconds)
+    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
 # %% ../../nbs/10_callback.progress.ipynb #2823b7a3
-class ProgressCallback(Callback):
-    "Progress bars and a results table (fastprogress), read from `learn.storage`."
+class ProgressCallback(_TableRows, Callback):
+    "Progress bars and a results table (fastprogress), read from `learn.storage`; plain lines in a file or pipe."
     order = 60  # after the Recorder, so that each row sees what was just logged
     rank0_only = True  # in distributed training, process 0 shows the progress
     def __init__(self,
                  notebook: bool | None = None, # force HTML (True) or text (False) bars; None: detect
                  comment_every: float = 0.5, # seconds between updates of the loss shown next to the bar
                  bar_every: float = 0.25, # seconds between redraws of a bar
+                 bars: bool | None = None, # bars (True) or plain lines (False); None: bars in a notebook or a terminal
                 ):
-        self.notebook, self.comment_every, self.bar_every = notebook, comment_every, bar_every
+        self.notebook, self.comment_every, self.bar_every, self.bars = notebook, comment_every, bar_every, bars
         self.mbar = self.pbar = self.vbar = None
         self.columns: list[str] | None = None
-        self._marks: dict[str, int] = {}  # each history's count at the last row: the next row starts there
-        self._row_elapsed = 0.            # seconds of the unfinished row spent in a fit that stopped early
+        self._marks: dict[str, int] = {}
+        self._row_elapsed = 0.
 
     def before_fit(self):
-        from fastprogress.fastprogress import ConsoleMasterBar
-        notebook = in_notebook() if self.notebook is None else self.notebook
-        learn, state = self.learn, self.learn.fit_state
+        learn = self.learn
         n = learn.n_epochs or 1
-        self.mbar = _notebook_master_bar(n) if notebook else ConsoleMasterBar(range(n), total=n)
+        self.mbar = _master_bar(n, self.bars, self.notebook)
         self.mbar.update(0)
         if learn.epoch: self.mbar.update(min(learn.epoch, n))
-        self.columns, self._comment_t, self._bar_t = None, 0., 0.
-        histories = learn.storage.histories()
-        resumed = state.fit_steps > 0 or state.epoch > 0 or state.epoch_iter > 0 or state.train_done
-        if not resumed or any(histories[k].count < c for k, c in self._marks.items() if k in histories):
-            self._marks, self._row_elapsed = {name: h.count for name, h in histories.items()}, 0.
-        self._row_t, self._rows_in_epoch = time.perf_counter() - self._row_elapsed, 0
+        self._comment_t, self._bar_t = 0., 0.
+        self._start_rows()
 
     def before_epoch(self): self._rows_in_epoch = 0
 
@@ -142,50 +245,3 @@ class ProgressCallback(Callback):
         else: self._row_elapsed = 0.
         self.mbar.on_iter_end()
         self.mbar = self.pbar = self.vbar = None
-
-    def write_row(self):
-        "Add a row to the table: what the storage holds since the previous row."
-        now = time.perf_counter()
-        values = self.row_values()
-        if self.columns is None:
-            self.columns = list(values)
-            self.mbar.write(self.columns, table=True)
-        self.mbar.write([_fmt(values.get(c)) for c in self.columns[:-1]] + [_format_time(now - self._row_t)],
-                        table=True)
-        self._row_t, self._rows_in_epoch, self._row_elapsed = now, self._rows_in_epoch + 1, 0.
-
-    def row_values(self) -> dict:
-        "The values of the next row, by column name."
-        learn = self.learn
-        row = {'epoch': learn.epoch}
-        if learn.fit_state.n_steps is not None: row['step'] = learn.step
-        histories = learn.storage.histories()
-        train = histories.get('train/loss')
-        new = min(train.count - self._marks.get('train/loss', 0), len(train)) if train is not None else 0
-        row['train_loss'] = train.avg(new) if new > 0 else None  # the mean of the losses since the last row
-        if learn.dls.valid is not None:  # the validation's columns exist from the first row, even before it runs
-            row['valid_loss'] = None
-            for m in learn.metrics: row[m.name] = None
-        for name, h in histories.items():
-            if name.startswith('valid/'):
-                row[name.replace('/', '_', 1) if name == 'valid/loss' else name[len('valid/'):]] = (
-                    h.latest() if h.count > self._marks.get(name, 0) else None)
-        self._marks = {name: h.count for name, h in histories.items()}
-        row['time'] = None
-        return row
-
-    def state_dict(self) -> dict:
-        "Where the table is in the storage, so that a resumed fit (even from disk) completes the unfinished row."
-        return {'marks': dict(self._marks), 'row_elapsed': self._row_elapsed}
-
-    def load_state_dict(self, state: dict):
-        self._marks, self._row_elapsed = dict(state['marks']), float(state['row_elapsed'])
-
-def _close(bar):
-    "End a child bar that stopped before its total (a cancelled phase, or the end of a step-based fit)."
-    if bar is not None and bar.last_v is not None: bar.on_iter_end()
-
-def _format_time(seconds: float) -> str:
-    seconds = int(seconds)
-    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
