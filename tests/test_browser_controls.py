@@ -1,4 +1,4 @@
-"""The control panel, clicked in JupyterLab (headless Chromium, Playwright) while a fit runs in a fresh kernel.
+"""The control panel, clicked in JupyterLab and in Notebook 7 (headless Chromium, Playwright) while a fit runs.
 
 A ~30 s fit of the digits MLP with the default callbacks. In the page, while it trains: **Save now** (the status
 line then says "saved checkpoints/last.pt at step N", and the file is there), **Validate now** (a validation loss
@@ -51,9 +51,15 @@ def click_and_wait(page, name: str, expect: str, shot: str) -> str:
     return line
 
 
+PAGES = {'lab': '/lab/workspaces/t{ws}/tree/controls.ipynb?reset&token={token}',
+         'notebook': '/notebooks/controls.ipynb?token={token}'}
+
+
 @pytest.mark.slow
-def test_each_control_clicked_in_jupyterlab(tmp_path):
+@pytest.mark.parametrize('app', ['lab', 'notebook'])
+def test_each_control_clicked_in_the_page(tmp_path, app):
     require(have_module('jupyterlab'), 'jupyterlab')
+    require(app == 'lab' or have_module('notebook'), 'notebook (Notebook 7)')
     require(have_module('playwright'), 'the playwright Python package')
     require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
     from playwright.sync_api import sync_playwright
@@ -61,14 +67,14 @@ def test_each_control_clicked_in_jupyterlab(tmp_path):
     root = tmp_path / 'root'
     root.mkdir()
     notebook(root / 'controls.ipynb')
-    lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_RUN_DIR': str(root / 'run')})
+    lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_RUN_DIR': str(root / 'run')}, app=app)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
                 '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
                 '--no-first-run', '--disable-sync', '--disable-quic', '--disable-dev-shm-usage'])
             page = browser.new_page(viewport={'width': 1400, 'height': 1300})
-            page.goto(f"{lab.url}/lab/workspaces/t{secrets.token_hex(4)}/tree/controls.ipynb?reset&token={lab.token}")
+            page.goto(lab.url + PAGES[app].format(ws=secrets.token_hex(4), token=lab.token))
             page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
             page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
                                    "?.status === 'idle'", timeout=60_000)
@@ -76,13 +82,13 @@ def test_each_control_clicked_in_jupyterlab(tmp_path):
             page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
             page.wait_for_selector("button.jupyter-button:text-is('Save now')", timeout=60_000)
             wait_for(lambda: re.search(r'step [1-9]', status_line(page)), 30, 'the first steps')
-            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / 'controls_running.png'))
-            saved = click_and_wait(page, 'Save now', r'saved checkpoints/last\.pt at step \d+', 'save')
-            validated = click_and_wait(page, 'Validate now', r'validated at step \d+: loss', 'validate')
-            scaled = click_and_wait(page, 'Scale lr', r'lr x0\.5 from step \d+', 'scale_lr')
+            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / f'controls_{app}_running.png'))
+            saved = click_and_wait(page, 'Save now', r'saved checkpoints/last\.pt at step \d+', f'{app}_save')
+            validated = click_and_wait(page, 'Validate now', r'validated at step \d+: loss', f'{app}_validate')
+            scaled = click_and_wait(page, 'Scale lr', r'lr x0\.5 from step \d+', f'{app}_scale_lr')
             page.click("button.jupyter-button:text-is('Stop after epoch')")
             report = wait_for(lambda: 'REPORT ' in outputs_text(page) and outputs_text(page), 90, 'the fit to stop')
-            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / 'controls_stopped.png'))
+            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / f'controls_{app}_stopped.png'))
             resumed = wait_for(lambda: re.search(r'RESUMED (\w+) (\d+)', outputs_text(page)), 120, 'the resumed fit')
             browser.close()
     finally:

@@ -72,7 +72,7 @@ def write_settings(settings: Path):
 
 class Lab:
     "A JupyterLab server on 127.0.0.1 with a random token, serving `root`, with hermetic config folders."
-    def __init__(self, root: Path, state: Path, env: dict):
+    def __init__(self, root: Path, state: Path, env: dict, app: str = 'lab'):  # app: 'lab' or 'notebook' (7)
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
         write_settings(state / 'settings')
@@ -80,12 +80,14 @@ class Lab:
                    JUPYTER_RUNTIME_DIR=str(state / 'runtime'), JUPYTERLAB_SETTINGS_DIR=str(state / 'settings'),
                    JUPYTERLAB_WORKSPACES_DIR=str(state / 'workspaces'))
         self.log = open(ARTIFACTS / 'jupyterlab.log', 'w')
-        self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'jupyterlab', '--no-browser', '--ip=127.0.0.1', f'--port={self.port}',
-             '--ServerApp.port_retries=0', f'--IdentityProvider.token={self.token}', f'--ServerApp.root_dir={root}',
-             '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
-             '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate', '--allow-root'],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = ['--no-browser', '--ip=127.0.0.1', f'--port={self.port}', '--ServerApp.port_retries=0',
+                  f'--IdentityProvider.token={self.token}', f'--ServerApp.root_dir={root}', '--allow-root']
+        if app == 'lab':
+            command = ['jupyterlab', *server, '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
+                       '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate']
+        else: command = ['notebook', *server, '--JupyterNotebookApp.expose_app_in_browser=True']
+        self.proc = subprocess.Popen([sys.executable, '-m', *command], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 60
         while True:
             try:
