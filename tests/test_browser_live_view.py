@@ -173,7 +173,7 @@ def test_run_all_watch_stop_save(tmp_path):
     import nbformat
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob('*.png'): old.unlink()
+    for old in ARTIFACTS.glob('live_view_*.png'): old.unlink()
     root = tmp_path / 'root'
     root.mkdir()
     shutil.copy(NOTEBOOK, root / 'live_view.ipynb')
