@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import ARTIFACTS, CHROMIUM, Lab, have_module, outputs_text, require, wait_for
+from test_browser_live_view import (ARTIFACTS, CHROMIUM, Lab, have_module, launch_chromium, outputs_text, require,
+                                    wait_for)
 
 STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
 SETUP = """import json, os, time
@@ -70,9 +71,7 @@ def test_each_control_clicked_in_the_page(tmp_path, app):
     lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_RUN_DIR': str(root / 'run')}, app=app)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-                '--no-first-run', '--disable-sync', '--disable-quic', '--disable-dev-shm-usage'])
+            browser = launch_chromium(p)
             page = browser.new_page(viewport={'width': 1400, 'height': 1300})
             page.goto(lab.url + PAGES[app].format(ws=secrets.token_hex(4), token=lab.token))
             page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)

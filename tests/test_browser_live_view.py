@@ -111,6 +111,13 @@ class Lab:
         self.log.close()
 
 
+def launch_chromium(playwright):
+    "Debian's headless Chromium, with no network of its own (this machine reaches only localhost)."
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+        '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+        '--no-first-run', '--disable-sync', '--disable-quic', '--disable-dev-shm-usage'])
+
+
 # --- the page ---
 
 def outputs_text(page) -> str:
@@ -184,9 +191,7 @@ def test_run_all_watch_stop_save(tmp_path):
                                        'TRAINER_NB_RUN_DIR': str(root / 'run')})
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-                '--no-first-run', '--disable-sync', '--disable-quic', '--disable-dev-shm-usage'])
+            browser = launch_chromium(p)
             page = browser.new_page(viewport={'width': 1400, 'height': 1300})
             page.goto(f"{lab.url}/lab/workspaces/t{secrets.token_hex(4)}/tree/live_view.ipynb?reset&token={lab.token}")
             page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
