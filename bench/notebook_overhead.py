@@ -21,7 +21,8 @@ cost of the first notebook fit (imports included), and its first frame in a cold
 those two.
 
 Run: python bench/notebook_overhead.py [--rounds 7] [--steps 20000] [--long-steps 100000] [--long-rounds 2]
-                                       [--only-cold]
+                                       [--seconds S] [--long-seconds S] [--only-cold]
+(`--seconds 30` and `--long-seconds 300` choose the steps for fits of about 30 s and 5 min on this machine.)
 """
 import argparse
 import json
@@ -134,6 +135,14 @@ def first_fit(kc, steps) -> str:
             f"({p['spent'] / p['elapsed']:.2%}), of which the final figure {p['final']:.3f} s")
 
 
+def calibrate(kc, args):
+    "Set `--steps` and `--long-steps` from `--seconds` and `--long-seconds`, at the speed of a plain fit here."
+    rate = 4000 / bench(kc, 'plain', 4000)['seconds']
+    if args.seconds: args.steps = int(round(rate * args.seconds, -3))
+    if args.long_seconds: args.long_steps = int(round(rate * args.long_seconds, -3))
+    print(f"{rate:.0f} steps/s: {args.steps} steps for --seconds, {args.long_steps} for --long-seconds", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--rounds', type=int, default=7)
@@ -141,6 +150,8 @@ def main():
     parser.add_argument('--long-steps', type=int, default=100000, help='a long fit, where the live plot redraws')
     parser.add_argument('--long-rounds', type=int, default=2)
     parser.add_argument('--only-cold', action='store_true', help='only the first fits in a fresh kernel (--steps)')
+    parser.add_argument('--seconds', type=float, help='instead of --steps: steps for fits of about this length')
+    parser.add_argument('--long-seconds', type=float, help='instead of --long-steps: the same for the long fit')
     args = parser.parse_args()
     root = Path(__file__).resolve().parent.parent
     km = jupyter_client.KernelManager(kernel_name='python3')
@@ -150,6 +161,7 @@ def main():
     try:
         kc.wait_for_ready(timeout=60)
         run_cell(kc, f"import sys; sys.path.insert(0, {str(root)!r})\n" + SETUP)
+        if args.seconds or args.long_seconds: calibrate(kc, args)
         cold = first_fit(kc, args.steps)  # a fresh kernel: imports fastprogress, ipywidgets, matplotlib
         if args.only_cold:
             print(cold)

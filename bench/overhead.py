@@ -16,9 +16,11 @@ and the median over rounds of the ratio to `hand` in the same round. Then, separ
 things down), the peak Python memory of each variant, and the import time of trainer_nb beyond torch.
 
 Run: python bench/overhead.py [--rounds 7] [--steps 2000]
+     python bench/overhead.py --final-figure 8   (the final figure's cost alone, first fit and median)
 """
 import argparse
 import contextlib
+import io
 import statistics
 import subprocess
 import sys
@@ -132,13 +134,31 @@ def import_time(repeats=5):
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
+def final_figure(dl, fits):
+    "The seconds the live plot's final figure (`plot.png`, headless) takes: first fit, then the median of `fits`."
+    for name in ('default', 'toolkit'):
+        seconds = []
+        for _ in range(fits + 1):
+            with tempfile.TemporaryDirectory() as out:
+                learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu')
+                with contextlib.redirect_stdout(io.StringIO()):
+                    if name == 'toolkit': learn.fit_one_cycle(n_steps=300, lr_max=1e-3)
+                    else: learn.fit(n_steps=300)
+                seconds.append(learn.live_plot.stats['final'])
+        print(f"final figure, {name}: first fit {seconds[0] * 1000:.0f} ms, then median "
+              f"{statistics.median(seconds[1:]) * 1000:.1f} ms over {fits} fits")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--rounds', type=int, default=7)
     parser.add_argument('--steps', type=int, default=2000)
+    parser.add_argument('--final-figure', type=int, metavar='FITS',
+                        help="only time the live plot's final figure over this many 300-step fits")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dl = make_data()
+    if args.final_figure: return final_figure(dl, args.final_figure)
     names = list(VARIANTS)
     times = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as out:
