@@ -4,7 +4,8 @@ A ~30 s fit of the digits MLP with the default callbacks. In the page, while it 
 line then says "saved checkpoints/last.pt at step N", and the file is there), **Validate now** (a validation loss
 is logged at that step), **Scale lr** with factor 0.5 (the logged lr halves from the next step) and **Stop after
 epoch** (the fit ends at the end of an epoch, resumable). The kernel reports what happened; `learn.resume()` in
-the next cell completes the fit. Screenshots of the panel go to `tests/artifacts/browser/controls_*.png`.
+the next cell completes the fit. Screenshots of the panel go to `controls_*.png` in a temporary folder of pytest's,
+or in `$TRAINER_NB_ARTIFACTS/browser/` when that is set.
 """
 import json
 import re
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (ARTIFACTS, CHROMIUM, Lab, have_module, launch_chromium, outputs_text, require,
-                                    wait_for)
+from test_browser_live_view import (CHROMIUM, Lab, browser_artifacts, have_module, launch_chromium, outputs_text,
+                                    require, wait_for)
 
 STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
 SETUP = """import json, os, time
@@ -44,11 +45,11 @@ def status_line(page) -> str:
     return page.locator('.widget-html-content').first.inner_text()
 
 
-def click_and_wait(page, name: str, expect: str, shot: str) -> str:
+def click_and_wait(page, name: str, expect: str, shot: Path) -> str:
     "Click the panel's button `name`, wait for the status line to say `expect`, take a screenshot of the panel."
     page.click(f"button.jupyter-button:text-is('{name}')")
     line = wait_for(lambda: re.search(expect, status_line(page)) and status_line(page), 30, f"'{expect}' after {name}")
-    page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / f'controls_{shot}.png'))
+    page.locator('.jp-OutputArea-output').first.screenshot(path=str(shot))
     return line
 
 
@@ -58,17 +59,18 @@ PAGES = {'lab': '/lab/workspaces/t{ws}/tree/controls.ipynb?reset&token={token}',
 
 @pytest.mark.slow
 @pytest.mark.parametrize('app', ['lab', 'notebook'])
-def test_each_control_clicked_in_the_page(tmp_path, app):
+def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
     require(have_module('jupyterlab'), 'jupyterlab')
     require(app == 'lab' or have_module('notebook'), 'notebook (Notebook 7)')
     require(have_module('playwright'), 'the playwright Python package')
     require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
     from playwright.sync_api import sync_playwright
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shots = browser_artifacts(artifacts)
     root = tmp_path / 'root'
     root.mkdir()
     notebook(root / 'controls.ipynb')
-    lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_RUN_DIR': str(root / 'run')}, app=app)
+    lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_RUN_DIR': str(root / 'run')}, app=app,
+              log=shots / f'jupyterlab_{app}.log')
     try:
         with sync_playwright() as p:
             browser = launch_chromium(p)
@@ -81,13 +83,15 @@ def test_each_control_clicked_in_the_page(tmp_path, app):
             page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
             page.wait_for_selector("button.jupyter-button:text-is('Save now')", timeout=60_000)
             wait_for(lambda: re.search(r'step [1-9]', status_line(page)), 30, 'the first steps')
-            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / f'controls_{app}_running.png'))
-            saved = click_and_wait(page, 'Save now', r'saved checkpoints/last\.pt at step \d+', f'{app}_save')
-            validated = click_and_wait(page, 'Validate now', r'validated at step \d+: loss', f'{app}_validate')
-            scaled = click_and_wait(page, 'Scale lr', r'lr x0\.5 from step \d+', f'{app}_scale_lr')
+            page.locator('.jp-OutputArea-output').first.screenshot(path=str(shots / f'controls_{app}_running.png'))
+            saved = click_and_wait(page, 'Save now', r'saved checkpoints/last\.pt at step \d+',
+                                   shots / f'controls_{app}_save.png')
+            validated = click_and_wait(page, 'Validate now', r'validated at step \d+: loss',
+                                       shots / f'controls_{app}_validate.png')
+            scaled = click_and_wait(page, 'Scale lr', r'lr x0\.5 from step \d+', shots / f'controls_{app}_scale_lr.png')
             page.click("button.jupyter-button:text-is('Stop after epoch')")
             report = wait_for(lambda: 'REPORT ' in outputs_text(page) and outputs_text(page), 90, 'the fit to stop')
-            page.locator('.jp-OutputArea-output').first.screenshot(path=str(ARTIFACTS / f'controls_{app}_stopped.png'))
+            page.locator('.jp-OutputArea-output').first.screenshot(path=str(shots / f'controls_{app}_stopped.png'))
             resumed = wait_for(lambda: re.search(r'RESUMED (\w+) (\d+)', outputs_text(page)), 120, 'the resumed fit')
             browser.close()
     finally:

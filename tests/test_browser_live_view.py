@@ -4,7 +4,8 @@ Open `tests/notebooks/live_view.ipynb`, Run All, take two screenshots while it t
 move between them), click Stop (the fit ends at a batch boundary with consistent counts), save, and read the
 saved file. While it trains: the live plot is visible within 3 s of the first batch (the kernel prints when that
 batch ended; the page records when each new plot image is decoded, on the same machine's clock), it keeps
-changing, and JupyterLab shows the kernel as busy. Screenshots go to `tests/artifacts/browser/` (git-ignored).
+changing, and JupyterLab shows the kernel as busy. Screenshots and JupyterLab's log go to a temporary folder of
+pytest's; to look at them, run with `TRAINER_NB_ARTIFACTS=/some/dir` (they go to `/some/dir/browser/`).
 
 Needs `jupyterlab`, `playwright` (the Python package; never `playwright install`: we drive Debian's
 `/usr/bin/chromium`, or `$TRAINER_NB_CHROMIUM`). Where one is missing the test is skipped, except under CI
@@ -27,7 +28,6 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-ARTIFACTS = TESTS / 'artifacts' / 'browser'
 NOTEBOOK = TESTS / 'notebooks' / 'live_view.ipynb'
 CHROMIUM = os.environ.get('TRAINER_NB_CHROMIUM', '/usr/bin/chromium')
 RESULT = re.compile(r"RESULT stop_reason=(\w+) steps=(\d+) losses=(\d+) opt_steps=\[(\d+)\] epoch=(\d+) "
@@ -71,15 +71,18 @@ def write_settings(settings: Path):
 
 
 class Lab:
-    "A JupyterLab server on 127.0.0.1 with a random token, serving `root`, with hermetic config folders."
-    def __init__(self, root: Path, state: Path, env: dict, app: str = 'lab'):  # app: 'lab' or 'notebook' (7)
+    "A JupyterLab server on 127.0.0.1 with a random token, serving `root`, with hermetic config folders in `state`."
+    def __init__(self, root: Path, state: Path, env: dict, app: str = 'lab',  # app: 'lab' or 'notebook' (7)
+                 log: Path | None = None):  # the server's output (default: state/jupyterlab.log)
         self.port, self.token = free_port(), secrets.token_hex(16)
+        self.log_path = log or state / 'jupyterlab.log'
         self.url = f"http://127.0.0.1:{self.port}"
         write_settings(state / 'settings')
         env = dict(os.environ, **env, JUPYTER_CONFIG_DIR=str(state / 'config'),
                    JUPYTER_RUNTIME_DIR=str(state / 'runtime'), JUPYTERLAB_SETTINGS_DIR=str(state / 'settings'),
                    JUPYTERLAB_WORKSPACES_DIR=str(state / 'workspaces'))
-        self.log = open(ARTIFACTS / 'jupyterlab.log', 'w')
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = open(self.log_path, 'w')
         server = ['--no-browser', '--ip=127.0.0.1', f'--port={self.port}', '--ServerApp.port_retries=0',
                   f'--IdentityProvider.token={self.token}', f'--ServerApp.root_dir={root}', '--allow-root']
         if app == 'lab':
@@ -94,7 +97,7 @@ class Lab:
                 if self.api('GET', '/api/status', timeout=2) is not None: break
             except OSError: pass
             if self.proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"JupyterLab did not start; see {ARTIFACTS / 'jupyterlab.log'}")
+                raise RuntimeError(f"JupyterLab did not start; see {self.log_path}")
             time.sleep(0.3)
 
     def api(self, method, path, timeout=10):
@@ -171,16 +174,23 @@ def kernel_status(page):
     return status, bar
 
 
+def browser_artifacts(artifacts: Path) -> Path:
+    "Where the browser tests keep their screenshots and JupyterLab's log: `browser/` of the `artifacts` fixture."
+    shots = artifacts / 'browser'
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+
 @pytest.mark.slow
-def test_run_all_watch_stop_save(tmp_path):
+def test_run_all_watch_stop_save(tmp_path, artifacts):
     require(have_module('jupyterlab'), 'jupyterlab')
     require(have_module('playwright'), 'the playwright Python package')
     require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
     from playwright.sync_api import sync_playwright
     import nbformat
 
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob('live_view_*.png'): old.unlink()
+    shots = browser_artifacts(artifacts)
+    for old in shots.glob('live_view_*.png'): old.unlink()
     root = tmp_path / 'root'
     root.mkdir()
     shutil.copy(NOTEBOOK, root / 'live_view.ipynb')
@@ -188,7 +198,7 @@ def test_run_all_watch_stop_save(tmp_path):
     mtime0 = saved.stat().st_mtime
     # a fit of about 3 minutes (20 ms per step, 9000 steps) that we stop after a few seconds
     lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_EPOCHS': '200', 'TRAINER_NB_STEP_DELAY': '0.02',
-                                       'TRAINER_NB_RUN_DIR': str(root / 'run')})
+                                       'TRAINER_NB_RUN_DIR': str(root / 'run')}, log=shots / 'jupyterlab.log')
     try:
         with sync_playwright() as p:
             browser = launch_chromium(p)
@@ -208,14 +218,14 @@ def test_run_all_watch_stop_save(tmp_path):
             first_plot = wait_for(lambda: plot_src(page), 60, 'the live plot')
             wait_for(lambda: bar_values(page), 30, 'the progress bars')
             time.sleep(1)
-            shot1 = ARTIFACTS / 'live_view_1_running.png'
+            shot1 = shots / 'live_view_1_running.png'
             page.screenshot(path=str(shot1))
             bars1, plot1 = bar_values(page), plot_src(page)
             statuses = [kernel_status(page)]
             for _ in range(3):
                 time.sleep(1)
                 statuses.append(kernel_status(page))
-            shot2 = ARTIFACTS / 'live_view_2_running.png'
+            shot2 = shots / 'live_view_2_running.png'
             page.screenshot(path=str(shot2))
             bars2, plot2 = bar_values(page), plot_src(page)
             assert shot1.read_bytes() != shot2.read_bytes()
@@ -225,7 +235,7 @@ def test_run_all_watch_stop_save(tmp_path):
             assert running.startswith('step ') and ' ETA ' in running, running  # the panel's status line
             # the fit cell runs: JupyterLab says busy (not idle, after the Stop button's subshell messages)
             assert all(status == 'busy' and '| Busy' in bar for status, bar in statuses), statuses
-            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(ARTIFACTS / 'live_view_plot_running.png'))
+            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(shots / 'live_view_plot_running.png'))
             t_stop = time.time()
 
             # 3. Stop: the fit ends at a batch boundary, and the next cell prints the counts
@@ -239,8 +249,8 @@ def test_run_all_watch_stop_save(tmp_path):
             assert label.startswith(f'stopped and resumable: stopped at epoch {epoch}, batch {epoch_iter}, '
                                     f'step {steps}'), label
             time.sleep(0.5)  # the final figure's update
-            page.screenshot(path=str(ARTIFACTS / 'live_view_3_stopped.png'))
-            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(ARTIFACTS / 'live_view_plot_final.png'))
+            page.screenshot(path=str(shots / 'live_view_3_stopped.png'))
+            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(shots / 'live_view_plot_final.png'))
             final_plot = plot_src(page)
             assert final_plot != first_plot
 
@@ -248,7 +258,7 @@ def test_run_all_watch_stop_save(tmp_path):
             first_batch = float(FIRST_BATCH.search(outputs_text(page)).group(1))
             watch = page.evaluate('() => window.__watch')
             shown = [(t, key) for t, key, width in watch['plots'] if width > 0]
-            (ARTIFACTS / 'live_view_timeline.json').write_text(json.dumps(
+            (shots / 'live_view_timeline.json').write_text(json.dumps(
                 {'first_batch': first_batch, 'stop_click': t_stop, **watch}, indent=1))
             assert shown and shown[0][0] - first_batch <= 3.0, (first_batch, shown[:3])
             during = {key for t, key in shown if t <= t_stop}

@@ -1,9 +1,10 @@
 """The docs site: the converter's rules, the tutorials, and the built site (warnings as errors, internal links,
 an API entry for every exported name, and a real headless Chromium showing the pages).
 
-The built-site tests (marked slow) run `tools/build_docs.sh` once. Locally they skip when sphinx, myst-nb, furo,
-Playwright or Chromium are missing; under `CI=true` they fail instead, naming what to install.
-Screenshots go to tests/artifacts/ (git-ignored).
+The built-site tests (marked slow) run `tools/build_docs.sh --out <a temporary folder> --no-export` once, so that
+they write nothing into the repository. Locally they skip when sphinx, myst-nb, furo, Playwright or Chromium are
+missing; under `CI=true` they fail instead, naming what to install. The build log and the screenshots go to a
+temporary folder of pytest's, or to `$TRAINER_NB_ARTIFACTS` when that is set (see the `artifacts` fixture).
 """
 import importlib
 import importlib.util
@@ -21,8 +22,6 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SITE = ROOT / '_build' / 'html'
-ARTIFACTS = ROOT / 'tests' / 'artifacts'
 CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
 CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
                   '--no-first-run', '--disable-sync', '--disable-quic']
@@ -189,18 +188,20 @@ def test_tutorials_are_saved_with_a_plot(path):
 # ---------------------------------------------------------------- the built site (slow)
 
 @pytest.fixture(scope='session')
-def site() -> Path:
-    "Build the site once with tools/build_docs.sh (sphinx-build -W: any warning fails the build)."
+def site(tmp_path_factory, artifacts) -> Path:
+    """Build the site once with tools/build_docs.sh (sphinx-build -W: any warning fails the build), in a temporary
+    folder, from the package as it is exported (CI checks that nbdev_export changes nothing)."""
     missing = [m for m in ('sphinx', 'myst_nb', 'furo', 'bs4') if importlib.util.find_spec(m) is None]
     require(not missing and shutil.which('sphinx-build'),
             f"docs tools missing ({', '.join(missing) or 'sphinx-build'}): pip install sphinx myst-nb furo beautifulsoup4")
-    res = subprocess.run(['bash', str(ROOT / 'tools' / 'build_docs.sh')], cwd=ROOT, capture_output=True, text=True)
+    out = tmp_path_factory.mktemp('docs')
+    res = subprocess.run(['bash', str(ROOT / 'tools' / 'build_docs.sh'), '--out', str(out), '--no-export'], cwd=ROOT,
+                         capture_output=True, text=True)
     log = res.stdout + res.stderr
     assert res.returncode == 0, f"tools/build_docs.sh failed:\n{log[-6000:]}"
     assert 'WARNING' not in log and 'ERROR' not in log, log[-6000:]
-    (ARTIFACTS).mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / 'docs-build.log').write_text(log, encoding='utf-8')
-    return SITE
+    (artifacts / 'docs-build.log').write_text(log, encoding='utf-8')
+    return out / 'html'
 
 
 def soup(path: Path):
@@ -342,19 +343,19 @@ def browser_page():
         context.close()
 
 
-def visit(page, site: Path, name: str):
+def visit(page, site: Path, name: str, shots: Path):
+    "Open the page `name` of the site, and take a screenshot of it into `shots`."
     page.goto((site / name).as_uri())
     page.wait_for_load_state('load')
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / f"docs-{name.replace('.html', '')}.png"
+    shot = shots / f"docs-{name.replace('.html', '')}.png"
     page.screenshot(path=str(shot))
     return shot
 
 
 @pytest.mark.slow
-def test_browser_shows_the_home_page_with_navigation(site, browser_page):
+def test_browser_shows_the_home_page_with_navigation(site, browser_page, artifacts):
     page = browser_page
-    shot = visit(page, site, 'index.html')
+    shot = visit(page, site, 'index.html', artifacts)
     assert page.title().startswith('trainer_nb')
     nav = page.locator('.sidebar-tree')
     assert nav.is_visible()
@@ -367,9 +368,9 @@ def test_browser_shows_the_home_page_with_navigation(site, browser_page):
 
 
 @pytest.mark.slow
-def test_browser_shows_the_learner_api(site, browser_page):
+def test_browser_shows_the_learner_api(site, browser_page, artifacts):
     page = browser_page
-    visit(page, site, 'learner.html')
+    visit(page, site, 'learner.html', artifacts)
     for anchor in ('learner', 'learner.fit', 'learner.resume', 'evaluation.validate', 'trainingloop'):
         sec = page.locator(f'section.api-entry[id="{anchor}"]')
         assert sec.count() == 1, f"no API entry #{anchor}"
@@ -379,17 +380,17 @@ def test_browser_shows_the_learner_api(site, browser_page):
     assert 'Learner.fit' in toc and 'Learner.resume' in toc
     page.goto((site / 'learner.html').as_uri() + '#learner.resume')  # nbdev's link scrolls to the entry
     page.wait_for_function("document.getElementById('learner.resume').getBoundingClientRect().top < 200")  # smooth
-    page.screenshot(path=str(ARTIFACTS / 'docs-learner-resume.png'))
+    page.screenshot(path=str(artifacts / 'docs-learner-resume.png'))
 
 
 @pytest.mark.slow
-def test_browser_renders_a_plot(site, browser_page):
+def test_browser_renders_a_plot(site, browser_page, artifacts):
     page = browser_page
-    visit(page, site, 'tutorial.digits.html')
+    visit(page, site, 'tutorial.digits.html', artifacts)
     sizes = page.evaluate("Array.from(document.querySelectorAll('article img'))"
                           ".map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
     assert sizes and all(done and w > 100 and h > 100 for done, w, h in sizes), sizes
     img = page.locator('article img').first
     img.scroll_into_view_if_needed()
-    img.screenshot(path=str(ARTIFACTS / 'docs-plot.png'))
-    page.screenshot(path=str(ARTIFACTS / 'docs-tutorial.digits-full.png'), full_page=True)
+    img.screenshot(path=str(artifacts / 'docs-plot.png'))
+    page.screenshot(path=str(artifacts / 'docs-tutorial.digits-full.png'), full_page=True)
