@@ -18,8 +18,8 @@ from ..checkpoint import atomic_write
 from ..core import in_notebook
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'LiveFigure', 'LivePlot', 'choose_frame',
-           'LivePlotCallback']
+__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'AxesLimits', 'LiveFigure', 'LivePlot',
+           'choose_frame', 'LivePlotCallback']
 
 # %% ../../nbs/11_callback.liveplot.ipynb #51a84b93
 DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
@@ -278,38 +278,12 @@ def _png(canvas, compress_level: int = 1) -> bytes:
     image.save(out, format='png', compress_level=compress_level)
     return out.getvalue()
 
-# %% ../../nbs/11_callback.liveplot.ipynb #03c04a84
-class LiveFigure:
-    "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
-    def __init__(self,
-                 layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
-                 notes: list[str] = (), # lines of text for the flat panels, shown under the others
-                 panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
-                 dpi: int = 80, # pixels per inch
-                ):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        self.layout, self.notes, self.key = list(layout), list(notes), _figure_key(layout, notes, panel_size, dpi)
-        (w, h), n = panel_size, max(len(layout), 1)
-        notes_h = _NOTES if notes else 0.
-        height = (h if layout else 0.) + notes_h
-        self.fig = Figure(figsize=(w * n, height), dpi=dpi)
-        self.canvas = FigureCanvasAgg(self.fig)
-        self.axes = [self.fig.add_axes(((i * w + _LEFT) / (w * n), (notes_h + _BOTTOM) / height,
-                                        (w - _LEFT - _RIGHT) / (w * n), (h - _BOTTOM - _TOP) / height))
-                     for i in range(len(layout))]
-        self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
-        if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
-                                fontsize=9, va='center')
-        self._background = None
-
-    def reset(self):
-        "Start again from empty axes (for another fit)."
-        self._background = None
-
-    def shows(self, data: PlotData) -> bool:
-        "Whether this figure has the panels and notes of `data`."
-        return self.layout == data.layout and self.notes == data.notes
+# %% ../../nbs/11_callback.liveplot.ipynb #2234f58c
+class AxesLimits:
+    "The y and x limits of a row of panels: do the data fit them, and fit them to the data (see `LiveFigure`)."
+    axes: list  # the panels' matplotlib axes
+    layout: list[tuple[str, list[str], bool]]  # (title, scalar names, log y-axis) of each panel
+    _background = None  # the saved background of the last full redraw; None: nothing drawn yet
 
     def limits_status(self, bounds: list) -> str:
         "'out', 'loose' or 'ok': how the axes fit `bounds`, one `[x0, x1, y0, y1, smallest y > 0]` per panel."
@@ -345,6 +319,39 @@ class LiveFigure:
             y0, y1 = (lo, hi) if new else ax.get_ylim()
             down, up = lo < y0 or (new and log), hi > y1
             ax.set_ylim(*_span(lo, hi, log, grow_down=grow and down, grow_up=grow and up))
+
+# %% ../../nbs/11_callback.liveplot.ipynb #8c66c7a5
+class LiveFigure(AxesLimits):
+    "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
+    def __init__(self,
+                 layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
+                 notes: list[str] = (), # lines of text for the flat panels, shown under the others
+                 panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
+                 dpi: int = 80, # pixels per inch
+                ):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        self.layout, self.notes, self.key = list(layout), list(notes), _figure_key(layout, notes, panel_size, dpi)
+        (w, h), n = panel_size, max(len(layout), 1)
+        notes_h = _NOTES if notes else 0.
+        height = (h if layout else 0.) + notes_h
+        self.fig = Figure(figsize=(w * n, height), dpi=dpi)
+        self.canvas = FigureCanvasAgg(self.fig)
+        self.axes = [self.fig.add_axes(((i * w + _LEFT) / (w * n), (notes_h + _BOTTOM) / height,
+                                        (w - _LEFT - _RIGHT) / (w * n), (h - _BOTTOM - _TOP) / height))
+                     for i in range(len(layout))]
+        self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
+        if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
+                                fontsize=9, va='center')
+        self._background = None
+
+    def reset(self):
+        "Start again from empty axes (for another fit)."
+        self._background = None
+
+    def shows(self, data: PlotData) -> bool:
+        "Whether this figure has the panels and notes of `data`."
+        return self.layout == data.layout and self.notes == data.notes
 
     def draw(self,
              curves: dict, # name -> `Curve`
