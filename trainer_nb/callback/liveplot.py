@@ -234,7 +234,9 @@ def _plain_log_formatter():
     class PlainLogFormatter(LogFormatterSciNotation):
         def __call__(self, x, pos=None): return f'{x:g}' if super().__call__(x, pos) else ''
 
-    return PlainLogFormatter()
+    # Label all the minor ticks (2 and 5 times a power of 10) while the axis crosses at most one power of 10, and
+    # none on a longer one: matplotlib's default labels some of them on an axis of 0.4 decades or more (2, not 5).
+    return PlainLogFormatter(minor_thresholds=(1, math.inf))
 
 def _y_label(title: str, # the panel's title
             names: list[str], # the scalars it shows
