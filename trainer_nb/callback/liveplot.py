@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from .core import Callback
+from .progress import SkipsIdleEvents
 from ..checkpoint import atomic_write
 from ..core import in_notebook
 
@@ -501,11 +502,12 @@ def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, fi
             'elapsed': now - budget.t0}
 
 # %% ../../nbs/11_callback.liveplot.ipynb #3a597a38
-class LivePlotCallback(Callback):
+class LivePlotCallback(SkipsIdleEvents, Callback):
     "Plot the storage's scalars during the fit, within a time budget; keep the final figure as a PNG and `plot.png`."
     order = 65  # after the Recorder (50) and the progress bars (60), before the writers (70)
     rank0_only = True  # in distributed training, process 0 draws
     during_lr_find = False  # lr_find's sweep is not part of the run's curves
+    idle_events = ('after_batch', 'after_validate')  # headless: only the final figure
     def __init__(self,
                  panels: dict | None = None, # panel title -> scalar names or patterns (default: `DEFAULT_PANELS`)
                  log=('losses',), # titles of the panels with a log y-axis
@@ -535,6 +537,7 @@ class LivePlotCallback(Callback):
         self._start_steps, self._total_steps = state.fit_steps, state.total_steps
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         live = in_notebook() if self.notebook is None else self.notebook
+        self.set_idle(not live)
         self.plot.start(live, x_end)
         self.frames, self._first_batch = [], None
         self.budget.start(reserve=self.costs['final'])
