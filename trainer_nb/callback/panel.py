@@ -156,7 +156,6 @@ class ControlPanelCallback(SkipsIdleEvents, Callback):
 
     def after_batch(self):
         if self.shown and time.perf_counter() >= self._next: self._redraw()
-
     def after_validate(self):
         if self.shown: self._redraw()
 

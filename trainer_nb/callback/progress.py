@@ -213,7 +213,6 @@ class ProgressCallback(_TableRows, SkipsIdleEvents, Callback):
         self._start_rows()
 
     def before_epoch(self): self._rows_in_epoch = 0
-
     def before_train(self): self.pbar = self._child_bar(self.learn.fit_state.epoch_iter)
 
     def before_validate(self):
