@@ -6,14 +6,18 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import numbers
 import sys
 import time
+from bisect import bisect_left, insort
 from collections import deque
 from contextlib import contextmanager
-from itertools import islice
+from itertools import chain, islice
+from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from pathlib import Path
 
 import torch
@@ -34,11 +38,31 @@ def _to_floats(values: list) -> list[float]:
                 for v in values]
     return [float(v) for v in values]
 
+def _middle(ordered: list[float]) -> float:
+    "The median of a non-empty sorted list."
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
 def _median(values: list[float]) -> float:
     "The median of a non-empty list of numbers."
-    values = sorted(values)
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    return _middle(sorted(values))
+
+def _running_medians(values: list[float], # a series, oldest first
+                     window: int, # how many values each median covers (fewer at the start of `values`)
+                     first: int, # the index of the first value whose median is wanted
+                    ) -> list[float]:
+    "The median of the `window` values that end at each of `values[first:]`, keeping one window sorted as it slides."
+    if first >= len(values): return []
+    total = sum(values)
+    if window < 1 or total != total:  # a NaN has no place in a sorted window: sort each window as it comes
+        return [_median(values[max(i - window + 1, 0):i + 1]) for i in range(first, len(values))]
+    ordered = sorted(values[max(first - window + 1, 0):first + 1])
+    medians = [_middle(ordered)]
+    for i in range(first + 1, len(values)):
+        if i >= window: del ordered[bisect_left(ordered, values[i - window])]  # the oldest of its equals
+        insort(ordered, values[i])  # after its equals: equal values stay in the order sorted() gives them
+        medians.append(_middle(ordered))
+    return medians
 
 # %% ../nbs/01_events.ipynb #4c47fac0
 class ValueHistory:
@@ -272,9 +296,9 @@ class EventStorage(ScalarStore):
         history = self.history(name)
         if not self._hints[name]: return history.recent(last)
         pairs = history.recent(last + window - 1)  # each of the `last` values, and the window before the first
-        values = [v for v, _ in pairs]
         first = max(len(pairs) - last, 0)
-        return [(_median(values[max(i - window + 1, 0):i + 1]), pairs[i][1]) for i in range(first, len(pairs))]
+        medians = _running_medians([v for v, _ in pairs], window, first)
+        return [(m, it) for m, (_, it) in zip(medians, pairs[first:])]
 
     def latest_with_smoothing_hint(self, window: int = 20) -> dict[str, tuple[float, int]]:
         "Like `latest`, but smoothed (median of the last `window` values) where the hint asks for it."
@@ -337,13 +361,29 @@ class EventWriter:
 # %% ../nbs/01_events.ipynb #596ec86c
 _STRICT_JSON = json.JSONEncoder(allow_nan=False)  # raises on NaN and infinities, which JSON does not have
 
+@functools.lru_cache(maxsize=256)
+def _line_format(keys: tuple[str, ...]) -> str:
+    "A %-format that writes a record with these keys and plain numbers exactly as `json.dumps` does."
+    return '{' + ', '.join(encode_basestring_ascii(k).replace('%', '%%') + ': %r' for k in keys) + '}\n'
+
+_PLAIN_TYPES = frozenset((int, float))
+
+def _plain_numbers(values: tuple) -> bool:
+    "Whether `values` are all ints and finite floats (not bools, not subclasses): `repr` writes them as JSON does."
+    if not _PLAIN_TYPES.issuperset(map(type, values)): return False
+    try: return math.isfinite(sum(values))
+    except OverflowError: return False  # an int too large for a float
+
 def _json_line(record: dict) -> str:
     "`record` as one line of JSON (ASCII only), with NaN and infinities as strings a reader can parse with `float()`."
+    values = tuple(record.values())
+    if _plain_numbers(values): return _line_format(tuple(record)) % values  # the usual line, without the encoder
     try: return _STRICT_JSON.encode(record) + '\n'
     except ValueError:  # rare: a NaN or an infinity
         record = {k: v if isinstance(v, str) or math.isfinite(v) else str(v) for k, v in record.items()}
         return json.dumps(record) + '\n'
 
+# %% ../nbs/01_events.ipynb #c52bfe16
 class JSONWriter(EventWriter):
     "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
     def __init__(self,
@@ -359,27 +399,38 @@ class JSONWriter(EventWriter):
         self._last_start: int | None = None
 
     def write(self, storage: EventStorage):
-        records = self._new_records(storage)
-        if not records: return
+        new = {name: storage.smoothed(name, self.window, n) for name, n in self._new_counts(storage).items()}
+        if not new: return
         if self._file is None: self._open()
+        lines = self._aligned_lines(new) or self._record_lines(new)
+        self._file.write(''.join(lines))
+        self._file.flush()
+        self._offset = self._file.tell()
+        self._last_start = self._offset - len(lines[-1])  # JSON lines are ASCII: one byte per character
+
+    def _aligned_lines(self, new: dict[str, list]) -> list[str] | None:
+        "The usual write, in one pass: each name has a plain number at the same new iterations. Else None."
+        names, columns = ('iter', *new), list(new.values())
+        iters = [it for _, it in columns[0]]
+        if ('iter' in new or (self._last is not None and not self._last['iter'] < iters[0]) or iters != sorted(set(iters))
+                or any(list(map(itemgetter(1), c)) != iters for c in columns)): return None
+        rows = list(zip(iters, *(map(itemgetter(0), c) for c in columns)))
+        if not _plain_numbers(tuple(chain.from_iterable(rows))): return None
+        self._last = dict(zip(names, rows[-1]))
+        return [_line_format(names) % row for row in rows]
+
+    def _record_lines(self, new: dict[str, list]) -> list[str]:
+        "The lines of any write: one per iteration, in order; our last line rewritten if it gets more values."
+        records = {}
+        for name, pairs in new.items():
+            for value, it in pairs: records.setdefault(it, {})[name] = value
         last = self._last
         if last is not None and last['iter'] in records:  # more values for our last line: rewrite it
             self._cut(self._last_start)
             records[last['iter']] = {**last, **records[last['iter']]}
         iters = sorted(records)
-        lines = [_json_line({'iter': it, **records[it]}) for it in iters]
-        self._file.write(''.join(lines))
-        self._file.flush()
-        self._offset = self._file.tell()
         self._last = {'iter': iters[-1], **records[iters[-1]]}
-        self._last_start = self._offset - len(lines[-1])  # JSON lines are ASCII: one byte per character
-
-    def _new_records(self, storage: EventStorage) -> dict[int, dict]:
-        "The values not written yet (smoothed where their hint asks for it), by the iteration they were logged at."
-        records = {}
-        for name, new in self._new_counts(storage).items():
-            for value, it in storage.smoothed(name, self.window, new): records.setdefault(it, {})[name] = value
-        return records
+        return [_json_line({'iter': it, **records[it]}) for it in iters]
 
     def _cut(self, size: int):
         "Cut the file to `size` bytes, and write from there."

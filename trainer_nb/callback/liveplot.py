@@ -14,12 +14,13 @@ import warnings
 from pathlib import Path
 
 from .core import Callback
+from .progress import SkipsIdleEvents
 from ..checkpoint import atomic_write
 from ..core import in_notebook
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'LiveFigure', 'LivePlot', 'choose_frame',
-           'LivePlotCallback']
+__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'AxesLimits', 'LiveFigure', 'LivePlot',
+           'choose_frame', 'LivePlotCallback']
 
 # %% ../../nbs/11_callback.liveplot.ipynb #51a84b93
 DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
@@ -234,7 +235,9 @@ def _plain_log_formatter():
     class PlainLogFormatter(LogFormatterSciNotation):
         def __call__(self, x, pos=None): return f'{x:g}' if super().__call__(x, pos) else ''
 
-    return PlainLogFormatter()
+    # Label all the minor ticks (2 and 5 times a power of 10) while the axis crosses at most one power of 10, and
+    # none on a longer one: matplotlib's default labels some of them on an axis of 0.4 decades or more (2, not 5).
+    return PlainLogFormatter(minor_thresholds=(1, math.inf))
 
 def _y_label(title: str, # the panel's title
             names: list[str], # the scalars it shows
@@ -278,38 +281,12 @@ def _png(canvas, compress_level: int = 1) -> bytes:
     image.save(out, format='png', compress_level=compress_level)
     return out.getvalue()
 
-# %% ../../nbs/11_callback.liveplot.ipynb #03c04a84
-class LiveFigure:
-    "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
-    def __init__(self,
-                 layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
-                 notes: list[str] = (), # lines of text for the flat panels, shown under the others
-                 panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
-                 dpi: int = 80, # pixels per inch
-                ):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        self.layout, self.notes, self.key = list(layout), list(notes), _figure_key(layout, notes, panel_size, dpi)
-        (w, h), n = panel_size, max(len(layout), 1)
-        notes_h = _NOTES if notes else 0.
-        height = (h if layout else 0.) + notes_h
-        self.fig = Figure(figsize=(w * n, height), dpi=dpi)
-        self.canvas = FigureCanvasAgg(self.fig)
-        self.axes = [self.fig.add_axes(((i * w + _LEFT) / (w * n), (notes_h + _BOTTOM) / height,
-                                        (w - _LEFT - _RIGHT) / (w * n), (h - _BOTTOM - _TOP) / height))
-                     for i in range(len(layout))]
-        self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
-        if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
-                                fontsize=9, va='center')
-        self._background = None
-
-    def reset(self):
-        "Start again from empty axes (for another fit)."
-        self._background = None
-
-    def shows(self, data: PlotData) -> bool:
-        "Whether this figure has the panels and notes of `data`."
-        return self.layout == data.layout and self.notes == data.notes
+# %% ../../nbs/11_callback.liveplot.ipynb #2234f58c
+class AxesLimits:
+    "The y and x limits of a row of panels: do the data fit them, and fit them to the data (see `LiveFigure`)."
+    axes: list  # the panels' matplotlib axes
+    layout: list[tuple[str, list[str], bool]]  # (title, scalar names, log y-axis) of each panel
+    _background = None  # the saved background of the last full redraw; None: nothing drawn yet
 
     def limits_status(self, bounds: list) -> str:
         "'out', 'loose' or 'ok': how the axes fit `bounds`, one `[x0, x1, y0, y1, smallest y > 0]` per panel."
@@ -345,6 +322,39 @@ class LiveFigure:
             y0, y1 = (lo, hi) if new else ax.get_ylim()
             down, up = lo < y0 or (new and log), hi > y1
             ax.set_ylim(*_span(lo, hi, log, grow_down=grow and down, grow_up=grow and up))
+
+# %% ../../nbs/11_callback.liveplot.ipynb #8c66c7a5
+class LiveFigure(AxesLimits):
+    "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
+    def __init__(self,
+                 layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
+                 notes: list[str] = (), # lines of text for the flat panels, shown under the others
+                 panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
+                 dpi: int = 80, # pixels per inch
+                ):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        self.layout, self.notes, self.key = list(layout), list(notes), _figure_key(layout, notes, panel_size, dpi)
+        (w, h), n = panel_size, max(len(layout), 1)
+        notes_h = _NOTES if notes else 0.
+        height = (h if layout else 0.) + notes_h
+        self.fig = Figure(figsize=(w * n, height), dpi=dpi)
+        self.canvas = FigureCanvasAgg(self.fig)
+        self.axes = [self.fig.add_axes(((i * w + _LEFT) / (w * n), (notes_h + _BOTTOM) / height,
+                                        (w - _LEFT - _RIGHT) / (w * n), (h - _BOTTOM - _TOP) / height))
+                     for i in range(len(layout))]
+        self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
+        if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
+                                fontsize=9, va='center')
+        self._background = None
+
+    def reset(self):
+        "Start again from empty axes (for another fit)."
+        self._background = None
+
+    def shows(self, data: PlotData) -> bool:
+        "Whether this figure has the panels and notes of `data`."
+        return self.layout == data.layout and self.notes == data.notes
 
     def draw(self,
              curves: dict, # name -> `Curve`
@@ -492,11 +502,12 @@ def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, fi
             'elapsed': now - budget.t0}
 
 # %% ../../nbs/11_callback.liveplot.ipynb #3a597a38
-class LivePlotCallback(Callback):
+class LivePlotCallback(SkipsIdleEvents, Callback):
     "Plot the storage's scalars during the fit, within a time budget; keep the final figure as a PNG and `plot.png`."
     order = 65  # after the Recorder (50) and the progress bars (60), before the writers (70)
     rank0_only = True  # in distributed training, process 0 draws
     during_lr_find = False  # lr_find's sweep is not part of the run's curves
+    idle_events = ('after_batch', 'after_validate')  # headless: only the final figure
     def __init__(self,
                  panels: dict | None = None, # panel title -> scalar names or patterns (default: `DEFAULT_PANELS`)
                  log=('losses',), # titles of the panels with a log y-axis
@@ -526,6 +537,7 @@ class LivePlotCallback(Callback):
         self._start_steps, self._total_steps = state.fit_steps, state.total_steps
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         live = in_notebook() if self.notebook is None else self.notebook
+        self.set_idle(not live)
         self.plot.start(live, x_end)
         self.frames, self._first_batch = [], None
         self.budget.start(reserve=self.costs['final'])

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .core import Callback
+from .progress import SkipsIdleEvents
 from ..state import fit_status, is_resumable
 from ..core import in_notebook
 
@@ -114,10 +115,11 @@ def status_line(learn, t0: float) -> str:
     return ' &middot; '.join(parts)
 
 # %% ../../nbs/12_callback.panel.ipynb #255269be
-class ControlPanelCallback(Callback):
+class ControlPanelCallback(SkipsIdleEvents, Callback):
     "In a notebook: buttons for `learn.controls`, a status line, and the widgets of other callbacks."
     order = 55  # before the progress bars (60): the panel comes first in the cell's output
     rank0_only = True
+    idle_events = ('after_batch', 'after_validate')  # no panel shown: no status line to redraw
     def __init__(self,
                  notebook: bool | None = None, # show the panel (True) or not (False); None: only in a notebook
                  check_after: float = 3., # seconds into the fit to check that the frontend can deliver clicks
@@ -133,6 +135,7 @@ class ControlPanelCallback(Callback):
 
     def before_fit(self):
         self.shown = in_notebook() if self.notebook is None else self.notebook
+        self.set_idle(not self.shown)
         if not self.shown: return
         import ipywidgets as widgets
         from IPython.display import display
@@ -153,7 +156,6 @@ class ControlPanelCallback(Callback):
 
     def after_batch(self):
         if self.shown and time.perf_counter() >= self._next: self._redraw()
-
     def after_validate(self):
         if self.shown: self._redraw()
 

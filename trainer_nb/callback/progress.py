@@ -14,7 +14,7 @@ from ..core import in_notebook
 from ..state import fit_status, is_resumable
 
 # %% auto #0
-__all__ = ['ProgressCallback']
+__all__ = ['SkipsIdleEvents', 'ProgressCallback']
 
 # %% ../../nbs/10_callback.progress.ipynb #a738c7df
 def _fmt(value) -> str:
@@ -107,6 +107,24 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     from fastprogress.fastprogress import ConsoleMasterBar
     return ConsoleMasterBar(range(n), total=n)
 
+# %% ../../nbs/10_callback.progress.ipynb #32310b7e
+class SkipsIdleEvents:
+    "A mixin for callbacks that leave the dispatch of `idle_events` while they have nothing to do in them."
+    idle_events: tuple[str, ...] = ()  # the events left while idle
+    _idle = False
+
+    def handlers(self) -> dict:
+        "Its events, without `idle_events` while it is idle."
+        handlers = super().handlers()
+        return {e: f for e, f in handlers.items() if e not in self.idle_events} if self._idle else handlers
+
+    def set_idle(self, idle: bool):
+        "Leave `idle_events` (True) or take them back (False); the learner's tables are rebuilt if that changes them."
+        if idle == self._idle: return
+        self._idle = idle
+        callbacks = getattr(self.learn, 'callbacks', None)
+        if callbacks is not None and self in callbacks.items: callbacks.changed()
+
 # %% ../../nbs/10_callback.progress.ipynb #466e384a
 class _TableRows:
     "The rows of `ProgressCallback`'s table, read from `learn.storage`; needs `learn`, `mbar` and `columns`."
@@ -167,10 +185,11 @@ def _format_time(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 # %% ../../nbs/10_callback.progress.ipynb #2823b7a3
-class ProgressCallback(_TableRows, Callback):
+class ProgressCallback(_TableRows, SkipsIdleEvents, Callback):
     "Progress bars and a results table (fastprogress), read from `learn.storage`; plain lines in a file or pipe."
     order = 60  # after the Recorder, so that each row sees what was just logged
     rank0_only = True  # in distributed training, process 0 shows the progress
+    idle_events = ('after_batch',)  # with plain lines: no bar to move
     def __init__(self,
                  notebook: bool | None = None, # force HTML (True) or text (False) bars; None: detect
                  comment_every: float = 0.5, # seconds between updates of the loss shown next to the bar
@@ -187,13 +206,13 @@ class ProgressCallback(_TableRows, Callback):
         learn = self.learn
         n = learn.n_epochs or 1
         self.mbar = _master_bar(n, self.bars, self.notebook)
+        self.set_idle(isinstance(self.mbar, _LinesMasterBar))
         self.mbar.update(0)
         if learn.epoch: self.mbar.update(min(learn.epoch, n))
         self._comment_t, self._bar_t = 0., 0.
         self._start_rows()
 
     def before_epoch(self): self._rows_in_epoch = 0
-
     def before_train(self): self.pbar = self._child_bar(self.learn.fit_state.epoch_iter)
 
     def before_validate(self):

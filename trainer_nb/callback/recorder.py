@@ -33,30 +33,43 @@ class Recorder(Callback):
     def after_batch(self):
         learn = self.learn
         if not learn.training or self._cancelled: return
-        state = learn.fit_state
         loss, parts = learn.loss, learn.loss_parts
-        if state.accum_every > 1:  # log the mean over the micro-batches of each optimizer step
-            if loss is not None: self._acc_loss = self._acc_loss + loss.detach()
-            for name, value in (parts or {}).items(): self._acc_parts[name] = self._acc_parts.get(name, 0.) + value
-            self._acc_n += 1
-            if not state.steps_now: return
-            loss = self._acc_loss / self._acc_n if loss is not None else None
-            parts = {name: value / self._acc_n for name, value in self._acc_parts.items()}
-            self._acc_loss, self._acc_parts, self._acc_n = 0., {}, 0
-        if loss is not None:  # every process stores the mean over all of them (with one process: as they are)
-            names = list(parts or {})
-            loss, *values = learn.comm.reduce_mean([loss, *(parts[n] for n in names)])
-            parts = dict(zip(names, values))
-        storage = learn.storage
-        if loss is not None: storage.put_scalar('train/loss', loss)
+        if learn.fit_state.accum_every > 1:  # log the mean over the micro-batches of each optimizer step
+            if not self._accumulate(loss, parts): return
+            loss, parts = self._accumulated(loss)
+        if loss is not None and parts: loss, parts = self._reduced(loss, parts)
+        elif loss is not None: loss = learn.comm.reduce_mean([loss])[0]  # (with one process: as it is)
+        put = learn.storage.put_scalar  # put(name, value, smoothing_hint)
+        if loss is not None: put('train/loss', loss)
         if parts:
-            for name, value in parts.items(): storage.put_scalar(f'train/{name}', value)
-        storage.put_scalar('lr', self._lr, smoothing_hint=False)
-        storage.put_scalar('samples', state.samples, smoothing_hint=False)
+            for name, value in parts.items(): put(f'train/{name}', value)
+        put('lr', self._lr, False)
+        put('samples', learn.fit_state.samples, False)
         now = time.perf_counter()
-        storage.put_scalar('time/step', now - self._t)
-        storage.put_scalar('time/data', learn.data_time)
+        put('time/step', now - self._t)
+        put('time/data', learn.data_time)
         self._t = now
+
+    def _accumulate(self, loss, parts) -> bool:
+        "Add a micro-batch's losses; return whether its optimizer step is done."
+        if loss is not None: self._acc_loss = self._acc_loss + loss.detach()
+        for name, value in (parts or {}).items(): self._acc_parts[name] = self._acc_parts.get(name, 0.) + value
+        self._acc_n += 1
+        return self.learn.fit_state.steps_now
+
+    def _accumulated(self, loss) -> tuple:
+        "The mean loss and parts over the micro-batches of the step (the loss None if the batches had none)."
+        n = self._acc_n
+        loss = self._acc_loss / n if loss is not None else None
+        parts = {name: value / n for name, value in self._acc_parts.items()}
+        self._acc_loss, self._acc_parts, self._acc_n = 0., {}, 0
+        return loss, parts
+
+    def _reduced(self, loss, parts: dict) -> tuple:
+        "The loss and parts averaged over the processes: every process stores the same numbers."
+        names = list(parts)
+        loss, *values = self.learn.comm.reduce_mean([loss, *(parts[n] for n in names)])
+        return loss, dict(zip(names, values))
 
     def after_train(self):
         self.learn.storage.put_scalar('epoch', self.learn.epoch + 1, smoothing_hint=False)
