@@ -19,7 +19,7 @@ from trainer_nb.callback.tracker import EarlyStopping, ReduceLROnPlateau
 from trainer_nb.events import ConsoleWriter, EventStorage, JSONWriter, read_metrics
 from trainer_nb.testing import synth_learner
 
-WINDOW = 20  # JSONWriter's default smoothing window
+WINDOW = 1  # JSONWriter's default smoothing window: values as logged
 
 
 # --- put_scalar: what it refuses, and how it says so ---
@@ -135,20 +135,21 @@ def without_times(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith('time/')} for r in records]
 
 
-def writer_learner(path, n_valid=64, log_every=5, cbs=()):
-    writer = WriterCallback([JSONWriter(path / 'metrics.json')], log_every=log_every)
+def writer_learner(path, n_valid=64, log_every=5, cbs=(), window=WINDOW):
+    writer = WriterCallback([JSONWriter(path / 'metrics.json', window=window)], log_every=log_every)
     return synth_learner(n_valid=n_valid, cbs=[Recorder(), writer, *cbs], path=path)
 
 
-@pytest.mark.parametrize('n_valid', [0, 64])
-def test_metrics_json_has_each_value_under_the_iteration_it_was_logged_at(tmp_path, n_valid):
+@pytest.mark.parametrize('n_valid,window', [(0, WINDOW), (64, WINDOW), (64, 20)])
+def test_metrics_json_has_each_value_under_the_iteration_it_was_logged_at(tmp_path, n_valid, window):
     # 8 steps per epoch and a write every 5 steps: most values are written a few steps after they were logged.
-    learn = writer_learner(tmp_path, n_valid=n_valid, log_every=5)
+    # (window: the values as logged, the default, or smoothed by a running median of 20)
+    learn = writer_learner(tmp_path, n_valid=n_valid, log_every=5, window=window)
     learn.fit(3)
     records = read_metrics(tmp_path / 'metrics.json')
     iters = [r['iter'] for r in records]
     assert iters == list(range(1, 25))  # each step once, in order
-    assert without_times(records) == expected_records(learn.storage)
+    assert without_times(records) == expected_records(learn.storage, window)
     # the epoch number sits at the last step of its epoch (before the fix: at the step of the next write)
     assert [(r['iter'], r['epoch']) for r in records if 'epoch' in r] == [(8, 1.0), (16, 2.0), (24, 3.0)]
     if n_valid:
