@@ -4,7 +4,8 @@
    train/loss, lr, samples, time/step, time/data, plus one more, e.g. a metric), for `--steps` steps (default 1e6),
    measured with tracemalloc (Python allocations) in one pass and as the growth of the process's RSS in another.
 2. The size of the storage's `state_dict` in a checkpoint (it carries the whole history), and the time to save it
-   atomically and to load it with `weights_only=True`, at 1e4, 1e5 and 1e6 steps of history.
+   atomically, to load it with `weights_only=True`, and to restore a storage from it, at 1e4, 1e5 and 1e6 steps
+   of history.
 
 Run: python bench/storage_memory.py [--steps 1000000]
 """
@@ -78,10 +79,11 @@ def checkpoint_cost(sizes):
             fill(storage, steps, random.Random(0))
             path = Path(tmp) / f'history_{steps}.pt'
             t0 = time.perf_counter(); atomic_save({'storage': storage.state_dict()}, path); save = time.perf_counter() - t0
-            t0 = time.perf_counter(); load_checkpoint(path); load = time.perf_counter() - t0
+            t0 = time.perf_counter(); state = load_checkpoint(path); load = time.perf_counter() - t0
+            t0 = time.perf_counter(); EventStorage().load_state_dict(state['storage']); restore = time.perf_counter() - t0
             size = path.stat().st_size
             print(f"  {steps:>9,} steps: {size / 2**20:8.1f} MiB ({size / steps:.0f} bytes per step), "
-                  f"save {save * 1000:8.0f} ms, load {load * 1000:8.0f} ms")
+                  f"save {save * 1000:8.0f} ms, load {load * 1000:8.0f} ms, into a storage {restore * 1000:6.0f} ms")
             path.unlink()
             del storage
             gc.collect()
