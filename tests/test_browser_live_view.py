@@ -167,10 +167,21 @@ WATCH = """() => {
 }"""
 
 
-def kernel_status(page):
-    "The kernel status as JupyterLab has it, and the status bar's kernel item (e.g. 'Python 3 (ipykernel) | Busy')."
-    status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
-    bar = ' '.join(page.locator('.jp-StatusBar-Widget').all_text_contents())
+def kernel_status(page, settle: float = 0.5):
+    """The kernel status as JupyterLab has it, and the status bar's kernel item (e.g. 'Python 3 (ipykernel) | Busy').
+
+    While a cell runs, a message the kernel handles on another thread (a widget's comm message on a subshell)
+    publishes 'idle' for that message, which the panel follows at once by 'busy' for the cell: the two can reach
+    the page in separate tasks, and a read may fall between them. A read of 'idle' is taken again after `settle`
+    seconds: what a person sees is the status that stays, which must be 'busy'.
+    """
+    def read():
+        status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
+        return status, ' '.join(page.locator('.jp-StatusBar-Widget').all_text_contents())
+    status, bar = read()
+    if status != 'busy' and settle:
+        time.sleep(settle)
+        status, bar = read()
     return status, bar
 
 
