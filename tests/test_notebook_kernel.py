@@ -145,3 +145,25 @@ def test_click_on_the_main_shell_arrives_late_and_the_panel_says_so(tmp_path, mo
     # and when the click finally arrived, after the cell, it said why it came too late
     later = [v for _, v in label_values(after, label)]
     assert any('reached the kernel only after the fit had ended' in v for v in later), (values, later)
+
+
+@pytest.mark.slow
+def test_display_imports_start_when_the_learner_is_made(tmp_path):
+    # In a kernel, making a learner starts importing the display's libraries on a background thread, so that
+    # the first fit finds them loaded; a plain script imports none of them (tests/test_import.py).
+    kernel = Kernel(tmp_path)
+    try:
+        out, _ = kernel.run(
+            "import sys, time, torch\n"
+            "from torch.utils.data import DataLoader, TensorDataset\n"
+            "from trainer_nb.learner import Learner\n"
+            "names = ('matplotlib.figure', 'ipywidgets', 'fastprogress.fastprogress')\n"
+            "before = [n in sys.modules for n in names]\n"
+            "dl = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4)\n"
+            "learn = Learner(torch.nn.Linear(2, 1), dl, torch.nn.functional.mse_loss, path='run')\n"
+            "deadline = time.time() + 60\n"
+            "while not all(n in sys.modules for n in names) and time.time() < deadline: time.sleep(0.05)\n"
+            "print('BEFORE', before, 'AFTER', [n in sys.modules for n in names])\n")
+    finally:
+        kernel.close()
+    assert 'BEFORE [False, False, False] AFTER [True, True, True]' in out, out
