@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import pickle
 import pickletools
 import tempfile
 import zipfile

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import signal
-import warnings
 
 import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler,

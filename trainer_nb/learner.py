@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .callback.core import (Callback, Callbacks, CancelBackwardException, CancelBatchException,
+from .callback.core import (Callbacks, CancelBackwardException, CancelBatchException,
                                       CancelEpochException, CancelException, CancelFitException,
                                       CancelStepException, CancelTrainException, CancelValidException,
                                       HasCallbacks, as_callback_list, uncaught_cancel)
