@@ -20,10 +20,10 @@ from .core import DeferredInterrupt, SingleProcess, add_note, default_device, to
 from .data import (DataLoaders, as_dataloaders, check_loader, draw_epoch_seed, epoch_batches, loader_len,
                              prepare_loaders, shard_loaders)
 from .events import EventStorage
-from .metrics import as_metrics, validation_results
-from .parts import (batch_size, check_device, check_loss, check_lr, check_parts, check_run_folder,
-                              check_step_output, make_optimizer, nan_guard_for, nonfinite_message, scaled_step,
-                              split_batch, step_scalars, with_defaults)
+from .metrics import ValidationTally, as_metrics
+from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
+                              check_run_folder, check_step_output, make_optimizer, nan_guard_for, nonfinite_message,
+                              refuse_nested, scaled_step, split_batch, step_scalars, with_defaults)
 from .state import (FitState, StopPoint, check_resumable, match_world, new_fit_state, rng_states,
                               set_rng_states)
 
@@ -67,6 +67,7 @@ class LearnerBase(HasCallbacks):
         self.dl = self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
         self.split, self.data_time = 'train', 0.  # split: 'train', 'valid', 'test' or 'preds' (get_preds)
         self.valid_results = self.test_results = self.lr_find_results = None
+        self.tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
         self.last_checkpoint: str | None = None  # the last checkpoint saved, and its step (the panel shows it)
         cbs = as_callback_list(cbs)
         for cb in with_defaults(cbs, progress) if default_cbs else cbs: self.add_cb(cb)
@@ -75,23 +76,16 @@ class LearnerBase(HasCallbacks):
         "Make the optimizer, `opt_func(params, lr=lr)` over the trainable parameters (checked: see `make_optimizer`)."
         return make_optimizer(self.opt_func, self.model, self.lr, self.device)
 
-# %% ../nbs/04_learner.ipynb #7a1f4444
+# %% ../nbs/04_learner.ipynb #ac294531
 class LearnerViews(LearnerBase):
     "Read-only views of where the learner is and of its model; training without the notebook display."
-    @property
-    def epoch(self) -> int: return self.fit_state.epoch
-    @property
-    def n_epochs(self) -> int | None: return self.fit_state.n_epochs
-    @property
-    def iter(self) -> int: return self.fit_state.iter
-    @property
-    def step(self) -> int: return self.fit_state.step
-    @property
-    def stop_reason(self) -> str | None: return self.fit_state.stop_reason
-    @property
-    def rank(self) -> int: return self.comm.rank
-    @property
-    def world_size(self) -> int: return self.comm.world_size
+    epoch = property(lambda self: self.fit_state.epoch, doc="The epoch the fit is in, from 0.")
+    n_epochs = property(lambda self: self.fit_state.n_epochs, doc="The epochs of the fit (`fit_state.n_epochs`).")
+    iter = property(lambda self: self.fit_state.iter, doc="The batch of the running phase, from 0.")
+    step = property(lambda self: self.fit_state.step, doc="The optimizer steps taken, over all fits.")
+    stop_reason = property(lambda self: self.fit_state.stop_reason, doc="Why the last fit ended (None while it runs).")
+    rank = property(lambda self: self.comm.rank, doc="This process among those training together (0 alone).")
+    world_size = property(lambda self: self.comm.world_size, doc="How many processes train together.")
     @property
     def raw_model(self) -> nn.Module:
         "The model itself, without the DistributedDataParallel wrapper it has during distributed training."
@@ -114,8 +108,6 @@ class OneBatch(LearnerViews):
         if type(batch) in (tuple, list) and len(batch) == 2: self.xb, self.yb = (batch[0],), (batch[1],)
         else: self.xb, self.yb = split_batch(batch)
         self.pred = self.loss = self.loss_grad = self.loss_parts = None
-
-    def _batch_size(self) -> int: return batch_size(self.xb, self.yb)
 
     def _forward(self):
         "The prediction and the loss, with `after_pred` and `after_loss`."
@@ -173,14 +165,7 @@ class OneBatch(LearnerViews):
 
     def _valid_one_batch(self):
         self._forward()
-        bs = self._batch_size()
-        if self.loss is not None:
-            self._valid_loss, self._valid_count = self._valid_loss + self.loss.detach() * bs, self._valid_count + bs
-        if not self.metrics or self.split == 'preds': return
-        if self.pred is None or not self.yb:
-            raise ValueError("Metrics need predictions and targets: batches must end with the target, or "
-                             "train_step must return 'pred' and 'target'.")
-        for m in self.metrics: m.update(self.pred, *self.yb)
+        self.tally.add(self.loss, batch_size(self.xb, self.yb), self.pred, self.yb)
 
 # %% ../nbs/04_learner.ipynb #b8edf8e1
 class LoopParts(OneBatch):
@@ -265,7 +250,7 @@ class TrainingLoop(LoopParts):
             except StopIteration: break
             self.data_time = time.perf_counter() - t0
             self._set_batch(batch)
-            state.start_train_batch(self._batch_size() * self.comm.world_size)
+            state.start_train_batch(batch_size(self.xb, self.yb) * self.comm.world_size)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
             self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
@@ -276,8 +261,7 @@ class TrainingLoop(LoopParts):
         if state.pending_micro: self._step_and_zero()  # a loader of unknown length: flush the accumulation
 
     def _valid_batches(self):
-        self._valid_loss, self._valid_count = 0., 0
-        for m in self.metrics: m.reset()
+        self.tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
         with torch.no_grad():
             t0 = time.perf_counter()
@@ -289,8 +273,7 @@ class TrainingLoop(LoopParts):
                 self.callbacks.phase('batch', self._valid_one_batch, CancelBatchException)
                 t0 = time.perf_counter()
         self.stop_point.valid_rng = None
-        metrics = [] if self.split == 'preds' else self.metrics  # (get_preds computes no metric)
-        self.valid_results = validation_results(self._valid_loss, self._valid_count, metrics, self.comm.all_reduce_sum)
+        self.valid_results = self.tally.results(self.comm.all_reduce_sum)
 
     def _at_boundary(self):
         "The batch boundary: apply the controls requested since the last one; then, if asked to, stop the fit here."
@@ -370,24 +353,12 @@ class FitRunner(TrainingLoop):
         print("\ntrainer_nb: stopping after this batch; interrupt again to abort now. "
               "Then learn.resume() continues the fit.", flush=True)
 
-# %% ../nbs/04_learner.ipynb #5b5787b4
+# %% ../nbs/04_learner.ipynb #d2b2102b
 class FitSetup(FitRunner):
-    "Preparing a fit: a new fit's state, a resumed fit's callbacks, the processes training together."
-    def _refuse_nested(self, what: str):
-        if self.in_fit:
-            raise RuntimeError(f"learn.{what}() was called while a fit is already running (from a callback?). A fit "
-                               "cannot run inside another; request a stop with learn.request_stop() instead, and "
-                               f"call {what}() once the running fit has ended.")
-
+    "Preparing a fit: a new fit's state; the processes training together."
     def _new_fit_state(self, n_epochs, n_steps, eval_every, cbs: list) -> FitState:
         n_batches = loader_len(self.dls.train)
         return new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, self.comm.world_size, cbs)
-
-    def _resume_cbs(self, extra: list) -> list:
-        "The callbacks of the fit being resumed: the same objects in this process, else rebuilt from the checkpoint."
-        if self.stop_point.fit_cbs is not None: return self.stop_point.fit_cbs + extra
-        from trainer_nb.checkpoint import callbacks_after_restart
-        return callbacks_after_restart(self.fit_state.plan, self.stop_point.cb_states, extra)
 
     def _match_world(self):
         "A fit saved with another number of processes continues from the same sample of its epoch."
@@ -427,7 +398,7 @@ class Evaluation(FitSetup):
 
     def evaluate(self, dl=None, split: str = 'valid') -> dict | None:
         "One validate phase over `dl` (default: the validation loader) outside a fit: its results, None if cancelled."
-        self._refuse_nested('validate')
+        refuse_nested(self.in_fit, 'validate')
         if dl is None and self.dls.valid is None:
             raise ValueError("There is no validation loader: pass validate(dl=...) or DataLoaders(train, valid).")
         dl = self.dls.valid if dl is None else check_loader(dl, 'valid')
@@ -474,10 +445,8 @@ class Learner(Evaluation):
             lr: float | None = None, # set the learning rate of every parameter group first
            ):
         "Train for `n_epochs` epochs, or for `n_steps` optimizer steps."
-        self._refuse_nested('fit')
-        if self.metrics and self.dls.valid is None and self.dls.test is None:
-            raise ValueError(f"metrics={[m.name for m in self.metrics]} are computed on validation, and there is no "
-                             "validation loader: pass DataLoaders(train, valid), or leave metrics out.")
+        refuse_nested(self.in_fit, 'fit')
+        check_metrics_loaders(self.metrics, self.dls)
         cbs = as_callback_list(cbs)
         state = self._new_fit_state(n_epochs, n_steps, eval_every, cbs)
         if lr is not None:
@@ -489,9 +458,9 @@ class Learner(Evaluation):
                cbs=None, # callbacks to add to the resumed fit (after a restart: those given to the original `fit`)
               ):
         "Continue the last fit exactly where it stopped: after an interrupt, a Stop, a cancel, or `load`."
-        self._refuse_nested('resume')
+        refuse_nested(self.in_fit, 'resume')
         check_resumable(self.fit_state)
-        fit_cbs = self._resume_cbs(as_callback_list(cbs))
+        fit_cbs = self.stop_point.callbacks(self.fit_state.plan, as_callback_list(cbs))
         self.stop_point.restore_rng()
         self._run_fit(self.fit_state, fit_cbs)
 
@@ -505,7 +474,7 @@ class Learner(Evaluation):
     def lr_find(self, **kwargs):
         "Sweep the learning rate and suggest one: see `lr_find` in the `callback.schedule` chapter for the arguments."
         from trainer_nb.callback.schedule import lr_find
-        self._refuse_nested('lr_find')
+        refuse_nested(self.in_fit, 'lr_find')
         return lr_find(self, **kwargs)
 
     def fit_one_cycle(self, n_epochs: int | None = None, lr_max: float | None = None, **kwargs):

@@ -12,7 +12,8 @@ import torch
 from .core import find_bs
 
 # %% auto #0
-__all__ = ['Metric', 'AvgMetric', 'ObjectMetric', 'as_metric', 'as_metrics', 'validation_results', 'accuracy', 'error_rate']
+__all__ = ['Metric', 'AvgMetric', 'ObjectMetric', 'as_metric', 'as_metrics', 'validation_results', 'ValidationTally', 'accuracy',
+           'error_rate']
 
 # %% ../nbs/03_metrics.ipynb #e6037c67
 class Metric:
@@ -94,6 +95,33 @@ def validation_results(loss_sum, count, metrics: list[Metric], reduce_sum) -> di
         if callable(getattr(m, 'reduce', None)): m.reduce(reduce_sum)
         results[m.name] = m.compute()
     return results
+
+# %% ../nbs/03_metrics.ipynb #0b036980
+class ValidationTally:
+    "What one validation pass adds up, batch by batch: the loss weighted by batch size, and the metrics."
+    def __init__(self,
+                 metrics: list[Metric] = (), # the metrics of the pass (reset here); none: only the loss
+                ):
+        self.metrics, self.loss_sum, self.count = list(metrics), 0., 0
+        for m in self.metrics: m.reset()
+
+    def add(self,
+            loss, # the batch's mean loss (a tensor), or None if it has none
+            n: int, # how many samples the batch has
+            pred, # the batch's predictions
+            targets: tuple, # its targets
+           ):
+        "One batch: its loss, weighted by `n`, and the metrics' updates."
+        if loss is not None: self.loss_sum, self.count = self.loss_sum + loss.detach() * n, self.count + n
+        if not self.metrics: return
+        if pred is None or not targets:
+            raise ValueError("Metrics need predictions and targets: batches must end with the target, or "
+                             "train_step must return 'pred' and 'target'.")
+        for m in self.metrics: m.update(pred, *targets)
+
+    def results(self, reduce_sum) -> dict:
+        "The pass's mean loss and metrics, over all processes (see `validation_results`)."
+        return validation_results(self.loss_sum, self.count, self.metrics, reduce_sum)
 
 # %% ../nbs/03_metrics.ipynb #b8ba3143
 def accuracy(preds: torch.Tensor, targets: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -16,8 +16,9 @@ from .core import find_bs
 
 # %% auto #0
 __all__ = ['FUSED_ON_CUDA', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device', 'check_parts', 'make_optimizer',
-           'with_defaults', 'default_callbacks', 'split_batch', 'batch_size', 'check_loss', 'check_step_output',
-           'step_scalars', 'scaled_step', 'skips_on_device', 'nonfinite_message', 'NanGuard', 'nan_guard_for']
+           'check_metrics_loaders', 'refuse_nested', 'with_defaults', 'default_callbacks', 'split_batch', 'batch_size',
+           'check_loss', 'check_step_output', 'step_scalars', 'scaled_step', 'skips_on_device', 'nonfinite_message',
+           'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -72,6 +73,22 @@ def make_optimizer(opt_func, model: nn.Module, lr: float, device: torch.device |
         raise TypeError(f"opt_func(params, lr=...) returned {type(opt).__name__}, not a torch optimizer. It must "
                         "return one, e.g. opt_func=torch.optim.SGD or lambda params, lr: SGD(params, lr, momentum=0.9).")
     return opt
+
+# %% ../nbs/03d_parts.ipynb #f7a1d816
+def check_metrics_loaders(metrics: list, dls):
+    "Refuse metrics when `dls` has no validation or test loader to compute them on."
+    if metrics and dls.valid is None and dls.test is None:
+        raise ValueError(f"metrics={[m.name for m in metrics]} are computed on validation, and there is no "
+                         "validation loader: pass DataLoaders(train, valid), or leave metrics out.")
+
+def refuse_nested(in_fit: bool, # whether a fit is running
+                  what: str, # the learner's method that was called: 'fit', 'resume', 'validate'...
+                 ):
+    "Refuse to start `learn.<what>()` while a fit runs (a callback calling it): say what to do instead."
+    if in_fit:
+        raise RuntimeError(f"learn.{what}() was called while a fit is already running (from a callback?). A fit "
+                           "cannot run inside another; request a stop with learn.request_stop() instead, and "
+                           f"call {what}() once the running fit has ended.")
 
 # %% ../nbs/03d_parts.ipynb #76ed37ad
 def with_defaults(cbs: list[Callback], progress: bool = True) -> list[Callback]:

@@ -218,6 +218,12 @@ class StopPoint:
         "Put the random generators back where the fit stopped (if it stopped cleanly)."
         if self.rng is not None: set_rng_states(self.rng)
 
+    def callbacks(self, plan: dict, extra: list) -> list:
+        "The callbacks of the fit to resume: the same objects in this process, else rebuilt from a checkpoint's `plan`."
+        if self.fit_cbs is not None: return self.fit_cbs + extra
+        from trainer_nb.checkpoint import callbacks_after_restart  # (a feature chapter: imported only after a restart)
+        return callbacks_after_restart(plan, self.cb_states, extra)
+
     def load(self, rng: dict, loader: dict | None, cb_states: dict):
         "The stop point of a checkpoint: its random states, loader position and unclaimed callback states."
         self.rng, self.loader, self.cb_states, self.fit_cbs, self.valid_rng = rng, loader, cb_states, None, None
