@@ -28,8 +28,8 @@ from .state import (FitState, StopPoint, check_resumable, match_world, new_fit_s
                               set_rng_states)
 
 # %% auto #0
-__all__ = ['LearnerBase', 'LearnerViews', 'OneBatch', 'LoopParts', 'TrainingLoop', 'FitRunner', 'FitSetup', 'Evaluation',
-           'Learner']
+__all__ = ['LearnerBase', 'LearnerViews', 'LearnerState', 'OneBatch', 'LoopParts', 'BatchBoundary', 'TrainingLoop', 'FitSetup',
+           'FitRunner', 'Evaluation', 'Learner']
 
 # %% ../nbs/04_learner.ipynb #2362b4d7
 class LearnerBase(HasCallbacks):
@@ -76,6 +76,13 @@ class LearnerBase(HasCallbacks):
         "Make the optimizer, `opt_func(params, lr=lr)` over the trainable parameters (checked: see `make_optimizer`)."
         return make_optimizer(self.opt_func, self.model, self.lr, self.device)
 
+    def request_stop(self, reason: str = 'interrupted'):
+        "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
+        if reason not in ('interrupted', 'cancelled'):
+            raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
+        if not self.stop_requested or reason == 'interrupted': self.stop_kind = reason
+        self.stop_requested = True
+
 # %% ../nbs/04_learner.ipynb #ac294531
 class LearnerViews(LearnerBase):
     "Read-only views of where the learner is and of its model; training without the notebook display."
@@ -99,8 +106,35 @@ class LearnerViews(LearnerBase):
         "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
         return self.removed_cbs(*[c for c in self.cbs if c.name in ('progress', 'live_plot', 'control_panel')])
 
+# %% ../nbs/04_learner.ipynb #a6f439b0
+class LearnerState(LearnerViews):
+    "The learner's state, as a dict and as a checkpoint file (see the `checkpoint` chapter)."
+    def state_dict(self) -> dict:
+        "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
+        from trainer_nb.checkpoint import learner_state
+        return learner_state(self)
+
+    def load_state_dict(self, state: dict, weights_only_model: bool = False):
+        "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
+        from trainer_nb.checkpoint import restore_learner
+        restore_learner(self, state, weights_only_model)
+
+    def checkpoint_path(self, name: str) -> Path:
+        "Where checkpoint `name` lives: `<path>/checkpoints/<name>.pt`."
+        return self.path / 'checkpoints' / f'{name}.pt'
+
+    def save(self, name: str = 'last') -> Path:
+        "Save a checkpoint atomically as `<path>/checkpoints/<name>.pt`, and return that path (process 0 only writes)."
+        from trainer_nb.checkpoint import save_learner
+        return save_learner(self, self.checkpoint_path(name))
+
+    def load(self, name_or_path, weights_only_model: bool = False):
+        "Load a checkpoint saved by `save`, by name or by path (read with `weights_only=True`)."
+        from trainer_nb.checkpoint import load_learner
+        return load_learner(self, name_or_path, weights_only_model)
+
 # %% ../nbs/04_learner.ipynb #e509f699
-class OneBatch(LearnerViews):
+class OneBatch(LearnerState):
     "One batch: inputs and targets, the forward pass and the loss; in training, the backward pass and the step."
     def _set_batch(self, batch):
         if self.device.type != 'cpu': batch = to_device(batch, self.device, non_blocking=True)
@@ -169,7 +203,7 @@ class OneBatch(LearnerViews):
 
 # %% ../nbs/04_learner.ipynb #b8edf8e1
 class LoopParts(OneBatch):
-    "The small pieces of the loop: modes, the data of an epoch, when to validate, a validation's results."
+    "The small pieces of the loop: modes, the data of an epoch, a validation pass and its results."
     def _set_mode(self, training: bool, dl):
         self.training, self.dl = training, dl
         self.model.train(training)
@@ -183,6 +217,34 @@ class LoopParts(OneBatch):
         return epoch_batches(self.dl, state.epoch, state.epoch_seed, state.epoch_iter,
                              self.stop_point.take_loader_state(), state.epoch_offset)
 
+    def _run_validate(self, dl, split: str = 'valid') -> dict | None:
+        self._set_mode(False, dl)
+        self.split, self.valid_results = split, None
+        try: self.callbacks.phase('validate', self._valid_batches, CancelValidException)
+        finally: self.split = 'train'
+        return self.valid_results
+
+    def _valid_batches(self):
+        self.tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
+        if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            for i, batch in enumerate(self.dl):
+                if self.stop_requested and self.in_fit and self.comm.checks_stop_in_validation:
+                    raise CancelFitException('stop requested')
+                self.data_time, self.fit_state.iter = time.perf_counter() - t0, i
+                self._set_batch(batch)
+                self.callbacks.phase('batch', self._valid_one_batch, CancelBatchException)
+                t0 = time.perf_counter()
+        self.stop_point.valid_rng = None
+        self.valid_results = self.tally.results(self.comm.all_reduce_sum)
+
+# %% ../nbs/04_learner.ipynb #92259118
+_STOP_CODES = {'cancelled': 1, 'interrupted': 2, 'nonfinite': 3}  # agreed by all processes: the largest wins
+_STOP_KINDS = {code: kind for kind, code in _STOP_CODES.items()}
+
+class BatchBoundary(LoopParts):
+    "What happens between two training batches: validations that are due, requested controls, and stops."
     def _eval_if_due(self):
         "Validate between two training batches if `eval_every` says so, then go back to the training batches."
         if self.fit_state.eval_due() and self.dls.valid is not None:
@@ -193,13 +255,6 @@ class LoopParts(OneBatch):
     def _validate_in_fit(self):
         self._run_validate(self.dls.valid)
         self.fit_state.last_eval_step = self.fit_state.fit_steps
-
-    def _run_validate(self, dl, split: str = 'valid') -> dict | None:
-        self._set_mode(False, dl)
-        self.split, self.valid_results = split, None
-        try: self.callbacks.phase('validate', self._valid_batches, CancelValidException)
-        finally: self.split = 'train'
-        return self.valid_results
 
     def _apply_control(self, kind: str, value):
         "Carry out one request of `learn.controls`, on the loop's thread, at a batch boundary (then `took_effect`)."
@@ -217,11 +272,17 @@ class LoopParts(OneBatch):
         self._set_mode(True, train_dl)
         return results or {}
 
-# %% ../nbs/04_learner.ipynb #92259118
-_STOP_CODES = {'cancelled': 1, 'interrupted': 2, 'nonfinite': 3}  # agreed by all processes: the largest wins
-_STOP_KINDS = {code: kind for kind, code in _STOP_CODES.items()}
+    def _at_boundary(self):
+        "The batch boundary: apply the controls requested since the last one; then, if asked to, stop the fit here."
+        requests = self.controls.take() if self.controls.waiting else []
+        if self.guard is not None and self.guard.deferred and self.guard.seen(): self._stop_nonfinite()
+        code, requests = self.comm.at_boundary(_STOP_CODES[self.stop_kind] if self.stop_requested else 0, requests)
+        for kind, value in requests: self._apply_control(kind, value)
+        if code: self.stop_requested, self.stop_kind = True, _STOP_KINDS[code]
+        if self.stop_requested: raise CancelFitException('stop requested')
 
-class TrainingLoop(LoopParts):
+# %% ../nbs/04_learner.ipynb #91e24795
+class TrainingLoop(BatchBoundary):
     "Epochs of training batches and validations, with the events and phases around each."
     def _do_epochs(self):
         state = self.fit_state
@@ -260,32 +321,27 @@ class TrainingLoop(LoopParts):
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
         if state.pending_micro: self._step_and_zero()  # a loader of unknown length: flush the accumulation
 
-    def _valid_batches(self):
-        self.tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
-        if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
-        with torch.no_grad():
-            t0 = time.perf_counter()
-            for i, batch in enumerate(self.dl):
-                if self.stop_requested and self.in_fit and self.comm.checks_stop_in_validation:
-                    raise CancelFitException('stop requested')
-                self.data_time, self.fit_state.iter = time.perf_counter() - t0, i
-                self._set_batch(batch)
-                self.callbacks.phase('batch', self._valid_one_batch, CancelBatchException)
-                t0 = time.perf_counter()
-        self.stop_point.valid_rng = None
-        self.valid_results = self.tally.results(self.comm.all_reduce_sum)
+# %% ../nbs/04_learner.ipynb #d2b2102b
+class FitSetup(TrainingLoop):
+    "Preparing a fit: a new fit's state; the processes training together."
+    def _new_fit_state(self, n_epochs, n_steps, eval_every, cbs: list) -> FitState:
+        n_batches = loader_len(self.dls.train)
+        return new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, self.comm.world_size, cbs)
 
-    def _at_boundary(self):
-        "The batch boundary: apply the controls requested since the last one; then, if asked to, stop the fit here."
-        requests = self.controls.take() if self.controls.waiting else []
-        if self.guard is not None and self.guard.deferred and self.guard.seen(): self._stop_nonfinite()
-        code, requests = self.comm.at_boundary(_STOP_CODES[self.stop_kind] if self.stop_requested else 0, requests)
-        for kind, value in requests: self._apply_control(kind, value)
-        if code: self.stop_requested, self.stop_kind = True, _STOP_KINDS[code]
-        if self.stop_requested: raise CancelFitException('stop requested')
+    def _match_world(self):
+        "A fit saved with another number of processes continues from the same sample of its epoch."
+        train = self.dls.train
+        match_world(self.fit_state, self.comm.world_size, loader_len(train), getattr(train, 'batch_size', None))
+
+    def set_comm(self, comm):
+        "Train with the processes of `comm` (see `distributed`): split the loaders, convert an interrupted fit's position."
+        self.comm, self.callbacks.rank = comm, comm.rank
+        self.callbacks.changed()
+        self.dls = shard_loaders(self.dls, comm.rank, comm.world_size)
+        self._match_world()
 
 # %% ../nbs/04_learner.ipynb #d051ffba
-class FitRunner(TrainingLoop):
+class FitRunner(FitSetup):
     "Running a fit: the fit phase, the one place that sets its stop reason, errors, and `after_fit` always."
     def _run_fit(self, state: FitState, cbs: list):
         self.fit_state, self.stop_point.fit_cbs = state, cbs
@@ -353,28 +409,9 @@ class FitRunner(TrainingLoop):
         print("\ntrainer_nb: stopping after this batch; interrupt again to abort now. "
               "Then learn.resume() continues the fit.", flush=True)
 
-# %% ../nbs/04_learner.ipynb #d2b2102b
-class FitSetup(FitRunner):
-    "Preparing a fit: a new fit's state; the processes training together."
-    def _new_fit_state(self, n_epochs, n_steps, eval_every, cbs: list) -> FitState:
-        n_batches = loader_len(self.dls.train)
-        return new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, self.comm.world_size, cbs)
-
-    def _match_world(self):
-        "A fit saved with another number of processes continues from the same sample of its epoch."
-        train = self.dls.train
-        match_world(self.fit_state, self.comm.world_size, loader_len(train), getattr(train, 'batch_size', None))
-
-    def set_comm(self, comm):
-        "Train with the processes of `comm` (see `distributed`): split the loaders, convert an interrupted fit's position."
-        self.comm, self.callbacks.rank = comm, comm.rank
-        self.callbacks.changed()
-        self.dls = shard_loaders(self.dls, comm.rank, comm.world_size)
-        self._match_world()
-
 # %% ../nbs/04_learner.ipynb #6908f399
-class Evaluation(FitSetup):
-    "Validation and predictions outside a fit, and checkpoints of the whole learner."
+class Evaluation(FitRunner):
+    "Validation and predictions outside a fit."
     def validate(self, dl=None) -> dict:
         "Loss and metrics over `dl` (default: the validation loader), e.g. `{'loss': 0.1, 'accuracy': 0.97}`."
         results = self.evaluate(dl)
@@ -409,30 +446,6 @@ class Evaluation(FitSetup):
                 self.model.train(was_training)
                 self._set_mode(False, None)
 
-    def state_dict(self) -> dict:
-        "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
-        from trainer_nb.checkpoint import learner_state
-        return learner_state(self)
-
-    def load_state_dict(self, state: dict, weights_only_model: bool = False):
-        "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
-        from trainer_nb.checkpoint import restore_learner
-        restore_learner(self, state, weights_only_model)
-
-    def checkpoint_path(self, name: str) -> Path:
-        "Where checkpoint `name` lives: `<path>/checkpoints/<name>.pt`."
-        return self.path / 'checkpoints' / f'{name}.pt'
-
-    def save(self, name: str = 'last') -> Path:
-        "Save a checkpoint atomically as `<path>/checkpoints/<name>.pt`, and return that path (process 0 only writes)."
-        from trainer_nb.checkpoint import save_learner
-        return save_learner(self, self.checkpoint_path(name))
-
-    def load(self, name_or_path, weights_only_model: bool = False):
-        "Load a checkpoint saved by `save`, by name or by path (read with `weights_only=True`)."
-        from trainer_nb.checkpoint import load_learner
-        return load_learner(self, name_or_path, weights_only_model)
-
 # %% ../nbs/04_learner.ipynb #abba0fd5
 class Learner(Evaluation):
     "Train `model` on `dls` with `loss_func`, calling callbacks at each event of the loop."
@@ -463,13 +476,6 @@ class Learner(Evaluation):
         fit_cbs = self.stop_point.callbacks(self.fit_state.plan, as_callback_list(cbs))
         self.stop_point.restore_rng()
         self._run_fit(self.fit_state, fit_cbs)
-
-    def request_stop(self, reason: str = 'interrupted'):
-        "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
-        if reason not in ('interrupted', 'cancelled'):
-            raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
-        if not self.stop_requested or reason == 'interrupted': self.stop_kind = reason
-        self.stop_requested = True
 
     def lr_find(self, **kwargs):
         "Sweep the learning rate and suggest one: see `lr_find` in the `callback.schedule` chapter for the arguments."
