@@ -18,8 +18,8 @@ from ..checkpoint import atomic_write
 from ..core import import_in_background, in_notebook
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'AxesLimits', 'LiveFigure', 'LivePlot',
-           'choose_frame', 'LivePlotCallback']
+__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'AxesLimits', 'TextStamps', 'LiveFigure',
+           'LivePlot', 'choose_frame', 'LivePlotCallback']
 
 # %% ../../nbs/11_callback.liveplot.ipynb #7645b2b0
 DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
@@ -339,8 +339,52 @@ class AxesLimits:
             down, up = lo < y0 or (new and log), hi > y1
             ax.set_ylim(*_span(lo, hi, log, grow_down=grow and down, grow_up=grow and up))
 
+# %% ../../nbs/11_callback.liveplot.ipynb #74be71ca
+def _pixel_box(extent, # a window extent (display pixels, y upwards)
+               width: int, height: int, # the canvas's size in pixels
+              ) -> tuple[int, int, int, int]:
+    "The whole pixels `(x0, y0, x1, y1)` around `extent` and one more on each side (antialiasing), inside the canvas."
+    return (max(math.floor(extent.x0) - 1, 0), max(math.floor(extent.y0) - 1, 0),
+            min(math.ceil(extent.x1) + 1, width), min(math.ceil(extent.y1) + 1, height))
+
+class TextStamps:
+    "A figure's fixed texts (titles, axis labels, notes) drawn once; later full redraws paste their pixels."
+    fig: object  # the matplotlib `Figure`, on
+    canvas: object  # an Agg canvas
+    axes: list  # the panels
+    _stamps: dict  # text -> (its pixel box, its pixels, or None where its background was not plain)
+
+    def fixed_texts(self) -> list:
+        "The texts that stay as they are while the figure exists: each panel's title and axis labels, and the notes."
+        texts = [t for ax in self.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)] + list(self.fig.texts)
+        return [t for t in texts if t.get_text()]
+
+    def draw_background(self):
+        "`canvas.draw()`, the fixed texts pasted from their first drawing where the background under them is plain."
+        import numpy as np
+        texts = self.fixed_texts()
+        for t in texts: t.set_visible(False)
+        try: self.canvas.draw()
+        finally:
+            for t in texts: t.set_visible(True)
+        pixels = np.asarray(self.canvas.buffer_rgba())  # (a view: it sees each paste)
+        plain = np.array([round(255 * c) for c in self.fig.get_facecolor()], dtype=np.uint8)
+        for text in texts: self._stamp(text, pixels, plain)
+
+    def _stamp(self, text, pixels, plain):
+        "Paste `text` if it has a stamp and its box is all `plain` now; else draw it (and keep a stamp if it was)."
+        from matplotlib.transforms import Bbox
+        height, width = pixels.shape[:2]
+        box, stamp = self._stamps.get(text) or (
+            _pixel_box(text.get_window_extent(self.canvas.get_renderer()), width, height), None)
+        x0, y0, x1, y1 = box
+        alone = bool((pixels[height - y1:height - y0, x0:x1] == plain).all())  # (rows count from the top)
+        if alone and stamp is not None: return self.canvas.restore_region(stamp)
+        self.fig.draw_artist(text)
+        self._stamps[text] = (box, self.canvas.copy_from_bbox(Bbox.from_extents(*box)) if alone else None)
+
 # %% ../../nbs/11_callback.liveplot.ipynb #cf146939
-class LiveFigure(AxesLimits):
+class LiveFigure(AxesLimits, TextStamps):
     "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
     def __init__(self,
                  layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
@@ -362,7 +406,7 @@ class LiveFigure(AxesLimits):
         self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
         if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
                                 fontsize=9, va='center')
-        self._background = None
+        self._background, self._stamps = None, {}
 
     def reset(self):
         "Start again from empty axes (for another fit)."
@@ -381,7 +425,7 @@ class LiveFigure(AxesLimits):
         for lines, (_, names, _) in zip(self.lines, self.layout):
             for line, name in zip(lines, names): line.set_data(*curves[name].points())
         if full or self._background is None:
-            self.canvas.draw()  # everything but the animated curves
+            self.draw_background()  # everything but the animated curves
             self._background = self.canvas.copy_from_bbox(self.fig.bbox)
         else: self.canvas.restore_region(self._background)
         for ax, lines in zip(self.axes, self.lines):
