@@ -71,27 +71,28 @@ class ValueHistory:
                  max_length: int = 1_000_000, # how many recent values to keep
                 ):
         self.max_length = max_length
-        # Values and iterations live in parallel containers of floats and ints, not in tuples: floats and
-        # ints are invisible to Python's garbage collector, so a long history costs the collector nothing.
+        # Parallel containers of floats and ints, not of tuples: invisible to the garbage collector, however long.
         self._values: deque = deque(maxlen=max_length)
         self._iters: deque = deque(maxlen=max_length)
         self._pending: list = []        # values (numbers or tensors) not yet converted to float
+        self._unread = False            # whether `_pending` holds anything but floats (a tensor, an int...)
         self._pending_iters: list = []  # their iterations
         self._count = 0                 # values ever converted (including those dropped from `_values`)
         self._sum = 0.0                 # their sum, for `global_avg`
 
     def update(self, value, iteration: int):
         "Add `value` (a number or a one-element tensor) logged at `iteration`."
+        if value.__class__ is not float: self._unread = True  # (floats, the usual values, need no conversion)
         self._pending.append(value)
         self._pending_iters.append(iteration)
         if len(self._pending) >= _MAX_PENDING: self._materialize()
 
     def _materialize(self):
         if not self._pending: return
-        floats = _to_floats(self._pending)
+        floats = _to_floats(self._pending) if self._unread else self._pending
         self._values.extend(floats)
         self._iters.extend(self._pending_iters)
-        self._pending, self._pending_iters = [], []
+        self._pending, self._pending_iters, self._unread = [], [], False
         self._count += len(floats)
         self._sum += sum(floats)
 
@@ -140,7 +141,7 @@ class ValueHistory:
         if isinstance(values, torch.Tensor): values, iters = values.tolist(), iters.tolist()
         self._values = deque(map(float, values), maxlen=self.max_length)
         self._iters = deque(map(int, iters), maxlen=self.max_length)
-        self._pending, self._pending_iters = [], []
+        self._pending, self._pending_iters, self._unread = [], [], False
         self._count, self._sum = int(state['count']), float(state['sum'])
 
 # %% ../nbs/01_events.ipynb #2a7b34f9
@@ -391,15 +392,20 @@ class _JSONLines:
     _last: dict | None  # our last line's record, which a later write may complete (and `_cut` then rewrites)
 
     def _aligned_lines(self, new: dict[str, list]) -> list[str] | None:
-        "The usual write, in one pass: each name has a plain number at the same new iterations. Else None."
-        names, columns = ('iter', *new), list(new.values())
-        iters = [it for _, it in columns[0]]
-        if ('iter' in new or (self._last is not None and not self._last['iter'] < iters[0]) or iters != sorted(set(iters))
-                or any(list(map(itemgetter(1), c)) != iters for c in columns)): return None
-        rows = list(zip(iters, *(map(itemgetter(0), c) for c in columns)))
+        "The usual write, in one pass: new iterations, plain numbers, most names at each (a few, like `epoch`, at some). Else None."
+        columns = {name: list(map(itemgetter(1), pairs)) for name, pairs in new.items()}  # the iterations of each
+        iters = max(columns.values(), key=len)
+        if ('iter' in new or (self._last is not None and not self._last['iter'] < iters[0])
+                or iters != sorted(set(iters))): return None
+        full = tuple(name for name, its in columns.items() if its == iters)  # the names at every iteration
+        rows = list(zip(iters, *(map(itemgetter(0), new[name]) for name in full)))
         if not _plain_numbers(tuple(chain.from_iterable(rows))): return None
-        self._last = dict(zip(names, rows[-1]))
-        return [_line_format(names) % row for row in rows]
+        records = _partial_records(new, columns, full, rows) if len(full) < len(new) else {}
+        if records is None: return None
+        lines = [_line_format(('iter', *full)) % row for row in rows]
+        for i, record in records.items(): lines[i] = _json_line(record)
+        self._last = records.get(len(rows) - 1) or dict(zip(('iter', *full), rows[-1]))
+        return lines
 
     def _record_lines(self, new: dict[str, list]) -> list[str]:
         "The lines of any write: one per iteration, in order; our last line rewritten if it gets more values."
@@ -413,6 +419,24 @@ class _JSONLines:
         iters = sorted(records)
         self._last = {'iter': iters[-1], **records[iters[-1]]}
         return [_json_line({'iter': it, **records[it]}) for it in iters]
+
+def _partial_records(new: dict[str, list], # name -> its new (value, iteration) pairs
+                     columns: dict[str, list], # name -> its new iterations
+                     full: tuple[str, ...], # the names that have a value at each row's iteration
+                     rows: list[tuple], # (iteration, the value of each of `full`) of each line
+                    ) -> dict[int, dict] | None:
+    "The records of the rows where the other names have values too, by row; None unless each is at some rows' iterations, once."
+    row_of = {row[0]: i for i, row in enumerate(rows)}
+    extra: dict[int, dict] = {}  # row -> the other names' values at its iteration
+    for name, its in columns.items():
+        if name in full: continue
+        if len(set(its)) != len(its) or any(it not in row_of for it in its): return None
+        for value, it in new[name]: extra.setdefault(row_of[it], {})[name] = value
+    records = {}
+    for i, values in extra.items():
+        values.update(zip(full, rows[i][1:]))
+        records[i] = {'iter': rows[i][0], **{name: values[name] for name in new if name in values}}  # (the names' order)
+    return records
 
 # %% ../nbs/01_events.ipynb #bed12e6e
 class JSONWriter(_JSONLines, EventWriter):
