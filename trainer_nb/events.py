@@ -284,6 +284,10 @@ class ScalarStore:
         return f"EventStorage(iter={self.iter}, names={sorted(self._histories)})"
 
 # %% ../nbs/01_events.ipynb #5df24454
+def _but_last(pairs: list, n: int) -> list:
+    "`pairs` without its last `n` items."
+    return pairs[:len(pairs) - n] if n else pairs
+
 class EventStorage(ScalarStore):
     "Named scalar histories, all indexed by one iteration counter `iter`."
     def latest(self) -> dict[str, tuple[float, int]]:
@@ -294,11 +298,13 @@ class EventStorage(ScalarStore):
                  name: str, # the scalar
                  window: int = 20, # how many values each median covers, the value itself and those before it
                  last: int = 1, # how many of the most recent values to return
+                 upto: int | None = None, # as when the history held this many values (its `count` then); None: now
                 ) -> list[tuple[float, int]]:
         "The last `last` values of `name` as `(value, iteration)` pairs, smoothed if its hint asks for it."
         history = self.history(name)
-        if not self._hints[name] or window == 1: return history.recent(last)
-        pairs = history.recent(last + window - 1)  # each of the `last` values, and the window before the first
+        later = 0 if upto is None else max(history.count - upto, 0)  # values added since then, left out
+        if not self._hints[name] or window == 1: return _but_last(history.recent(last + later), later)
+        pairs = _but_last(history.recent(last + window - 1 + later), later)  # the `last` values, and the window before
         first = max(len(pairs) - last, 0)
         medians = _running_medians([v for v, _ in pairs], window, first)
         return [(m, it) for m, (_, it) in zip(medians, pairs[first:])]
@@ -438,6 +444,39 @@ def _partial_records(new: dict[str, list], # name -> its new (value, iteration) 
         records[i] = {'iter': rows[i][0], **{name: values[name] for name in new if name in values}}  # (the names' order)
     return records
 
+# %% ../nbs/01_events.ipynb #c0e5ebd9
+def _waiting_writes(waiting: list[dict], # per write: name -> (how many new values it took, the name's count then)
+                    storage: EventStorage, # where the values are
+                    window: int, # the writer's smoothing window
+                   ) -> list[dict[str, list]]:
+    "The values of the waiting writes (name -> pairs), merged where the lines of the merged write are those of the writes."
+    if not waiting: return []
+    totals, ends = {}, {}
+    for counts in waiting:
+        for name, (n, end) in counts.items(): totals[name], ends[name] = totals.get(name, 0) + n, end
+    read = {name: storage.smoothed(name, window, n, ends[name]) for name, n in totals.items()}  # one read a name
+    if any(len(read[name]) != n for name, n in totals.items()):  # a history that dropped some: each as it was taken
+        return [{name: storage.smoothed(name, window, n, end) for name, (n, end) in counts.items()} for counts in waiting]
+    rank = {name: i for i, name in enumerate(storage.histories())}  # a line's names go in the storage's order
+    writes, start, top, at_top = [], dict.fromkeys(totals, 0), None, set()  # (the last step so far, its names)
+    for counts in waiting:
+        new = {name: read[name][start[name]:start[name] + n] for name, (n, _) in counts.items()}
+        for name, (n, _) in counts.items(): start[name] += n
+        steps = [it for pairs in new.values() for _, it in pairs]
+        first, last = min(steps), max(steps)
+        joins = bool(writes) and (first > top or (first == top and _completes(new, top, at_top, rank)))
+        if joins:
+            for name, pairs in new.items(): writes[-1].setdefault(name, []).extend(pairs)
+        else: writes.append(new)
+        names = {name for name, pairs in new.items() if any(it == last for _, it in pairs)}
+        at_top, top = (at_top | names if joins and last == top else names), last if not joins else max(top, last)
+    return [{name: new[name] for name in sorted(new, key=rank.__getitem__)} for new in writes]
+
+def _completes(new: dict[str, list], step: int, names: set, rank: dict) -> bool:
+    "Whether `new`'s values at `step` are of other `names` than those there, all after them in the storage's order."
+    adds = {name for name, pairs in new.items() if any(it == step for _, it in pairs)}
+    return adds.isdisjoint(names) and min(rank[n] for n in adds) > max(rank[n] for n in names)
+
 # %% ../nbs/01_events.ipynb #bed12e6e
 class JSONWriter(_JSONLines, EventWriter):
     "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
@@ -453,22 +492,34 @@ class JSONWriter(_JSONLines, EventWriter):
         self._offset: int | None = self.path.stat().st_size if self.path.is_file() else 0  # (where ours begins)
         self._last: dict | None = None
         self._last_start: int | None = None
+        self._storage, self._waiting, self._n_waiting = None, [], 0  # the writes whose lines are not made yet
 
     def write(self, storage: EventStorage):
-        new = {name: storage.smoothed(name, self.window, n) for name, n in self._new_counts(storage).items()}
-        if not new: return
+        "Take what is new in `storage`: its lines are made now if a flush is due, else at the next one (the same lines)."
+        new = self._new_counts(storage)
+        if new:  # each name's new values, and its count after them: where they end in its history
+            self._waiting.append({name: (n, self._seen[name]) for name, n in new.items()})
+            self._storage, self._n_waiting = storage, self._n_waiting + max(new.values())
+        elif not self._waiting: return
+        if (time.monotonic() - self._flushed_at >= self.flush_every
+                or self._n_waiting + self.window >= storage.max_length // 2): self.flush()  # (before they may go)
+
+    def flush(self):
+        "Write the lines of the writes since the last flush, and hand them to the operating system (then any reader sees them)."
+        waiting, storage = self._waiting, self._storage
+        self._storage, self._waiting, self._n_waiting = None, [], 0
+        for new in _waiting_writes(waiting, storage, self.window): self._write_lines(new)  # (the lines of each write)
+        if self._file is not None: self._file.flush()
+        self._flushed_at = time.monotonic()
+
+    def _write_lines(self, new: dict[str, list]):
+        "Write the lines of the values `new` (name -> (value, iteration) pairs)."
         if self._file is None: self._open()
         lines = self._aligned_lines(new) or self._record_lines(new)
         text = ''.join(lines)
         self._file.write(text)
         self._offset += len(text)  # JSON lines are ASCII: one byte per character
         self._last_start = self._offset - len(lines[-1])
-        if time.monotonic() - self._flushed_at >= self.flush_every: self.flush()
-
-    def flush(self):
-        "Hand what was written to the operating system (it is then in the file, for any reader)."
-        if self._file is not None: self._file.flush()
-        self._flushed_at = time.monotonic()
 
     def _cut(self, size: int):
         "Cut the file to `size` bytes, and write from there."
@@ -489,8 +540,10 @@ class JSONWriter(_JSONLines, EventWriter):
         self._offset = self._file.tell()
 
     def close(self):
-        if self._file is not None:
-            self._file.close()
+        try:
+            if self._waiting: self.flush()
+        finally:
+            if self._file is not None: self._file.close()
             self._file = None
 
     def state_dict(self) -> dict:
@@ -499,8 +552,8 @@ class JSONWriter(_JSONLines, EventWriter):
 
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
+        self._waiting, self._n_waiting = [], 0
         self._offset, self._last, self._last_start = state.get('offset'), state.get('last'), state.get('last_start')
-
 
 # %% ../nbs/01_events.ipynb #71f9aab1
 def read_metrics(path: str | Path) -> list[dict]:
