@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .core import Callback, SkipsIdleEvents
 from ..checkpoint import atomic_write
-from ..core import import_in_background, in_notebook
+from ..core import import_in_background, in_notebook, update_output
 
 # %% auto #0
 __all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'AxesLimits', 'TextStamps', 'LiveFigure',
@@ -523,7 +523,7 @@ class LivePlot:
     def _show(self, png: bytes):
         from IPython.display import Image, display
         if self._handle is None: self._handle = display(Image(data=png, format='png'), display_id=True)
-        else: self._handle.update(Image(data=png, format='png'))
+        else: update_output(self._handle, Image(data=png, format='png'))  # (cheaper than `_handle.update`)
 
 # %% ../../nbs/11_callback.liveplot.ipynb #309d5ab2
 def choose_frame(plot: LivePlot, # the fit's plot (what is new in the storage is read into it here)
