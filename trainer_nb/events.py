@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['ValueHistory', 'HistoryBuffer', 'ScalarStore', 'EventStorage', 'get_event_storage', 'has_event_storage',
+__all__ = ['ValueHistory', 'HistoryBuffer', 'ScalarStore', 'EventStorage', 'get_event_storage', 'has_event_storage', 'ScalarRow',
            'EventWriter', 'JSONWriter', 'read_metrics', 'ConsoleWriter', 'TensorBoardWriter']
 
 # %% ../nbs/01_events.ipynb #b11eb880
@@ -346,6 +346,38 @@ def get_event_storage() -> EventStorage:
 def has_event_storage() -> bool:
     "Whether a storage is current (see `get_event_storage`)."
     return bool(_STORAGE_STACK)
+
+# %% ../nbs/01_events.ipynb #41026aa6
+class ScalarRow:
+    "Scalars logged together at each step: `put(*values)` records one value of each at the storage's iteration."
+    def __init__(self,
+                 storage: ScalarStore, # where they go
+                 names: dict[str, bool], # each name, with its smoothing hint, in the order of `put`'s values
+                ):
+        self.storage, self.names = storage, dict(names)
+        self._histories, self._targets = None, []  # the storage's histories when we last looked, and ours there
+
+    def put(self, *values):
+        "Record `values`, one per name: floats straight into their histories, anything else through `put_scalar`."
+        storage = self.storage
+        if len(values) != len(self.names):
+            raise TypeError(f"ScalarRow.put takes {len(self.names)} values ({', '.join(self.names)}), got {len(values)}.")
+        if storage._histories is not self._histories or storage._prefix: return self._put_checked(values)
+        it = storage.iter
+        for (name, hint, history), value in zip(self._targets, values):
+            if value.__class__ is not float: storage.put_scalar(name, value, hint)
+            else:
+                history._pending.append(value)
+                history._pending_iters.append(it)
+                if len(history._pending) >= _MAX_PENDING: history._materialize()
+
+    def _put_checked(self, values: tuple):
+        "Through `put_scalar`, which checks the names and makes their histories; then find those histories."
+        storage = self.storage
+        for (name, hint), value in zip(self.names.items(), values): storage.put_scalar(name, value, hint)
+        if storage._prefix: return  # (the names are prefixed in a `name_scope`: no shortcut there)
+        self._histories = storage._histories
+        self._targets = [(name, hint, storage._histories[name]) for name, hint in self.names.items()]
 
 # %% ../nbs/01_events.ipynb #a3cc5c88
 class EventWriter:
