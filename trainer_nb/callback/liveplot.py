@@ -56,30 +56,27 @@ class Curve:
 
     def add(self, pairs):
         "Add `(value, iteration)` pairs, in order."
+        beta, avg, n, stride, xs, ys, last = self.beta, self._avg, self.n, self.stride, self.xs, self.ys, self.last
+        b, isfinite = self.bounds, math.isfinite  # (locals: a final figure reads every value of a fit)
         for value, it in pairs:
-            if not math.isfinite(value): continue
-            if self.beta:
-                self._avg = self.beta * self._avg + (1 - self.beta) * value
-                value = self._avg / (1 - self.beta ** (self.n + 1))
-            if self.n % self.stride == 0:
-                self.xs.append(it)
-                self.ys.append(value)
-                if len(self.xs) > self.max_points:
-                    self.xs, self.ys, self.stride = self.xs[::2], self.ys[::2], self.stride * 2
-            self.n += 1
-            self.last = (it, value)
-            self._grow_bounds(it, value)
-
-    def _grow_bounds(self, x, y):
-        b = self.bounds
-        if b is None:
-            self.bounds = [x, x, y, y, y if y > 0 else math.inf]
-            return
-        if x < b[0]: b[0] = x
-        if x > b[1]: b[1] = x
-        if y < b[2]: b[2] = y
-        if y > b[3]: b[3] = y
-        if 0 < y < b[4]: b[4] = y
+            if not isfinite(value): continue
+            if beta:
+                avg = beta * avg + (1 - beta) * value
+                value = avg / (1 - beta ** (n + 1))
+            if n % stride == 0:
+                xs.append(it)
+                ys.append(value)
+                if len(xs) > self.max_points: xs, ys, stride = xs[::2], ys[::2], stride * 2
+            n += 1
+            last = (it, value)
+            if b is None: b = [it, it, value, value, value if value > 0 else math.inf]
+            else:
+                if it < b[0]: b[0] = it
+                if it > b[1]: b[1] = it
+                if value < b[2]: b[2] = value
+                if value > b[3]: b[3] = value
+                if 0 < value < b[4]: b[4] = value
+        self._avg, self.n, self.stride, self.xs, self.ys, self.last, self.bounds = avg, n, stride, xs, ys, last, b
 
     @property
     def flat(self) -> bool:
