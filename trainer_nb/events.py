@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['ValueHistory', 'HistoryBuffer', 'ScalarStore', 'EventStorage', 'get_event_storage', 'has_event_storage',
+__all__ = ['ValueHistory', 'HistoryBuffer', 'ScalarStore', 'EventStorage', 'get_event_storage', 'has_event_storage', 'ScalarRow',
            'EventWriter', 'JSONWriter', 'read_metrics', 'ConsoleWriter', 'TensorBoardWriter']
 
 # %% ../nbs/01_events.ipynb #b11eb880
@@ -71,27 +71,28 @@ class ValueHistory:
                  max_length: int = 1_000_000, # how many recent values to keep
                 ):
         self.max_length = max_length
-        # Values and iterations live in parallel containers of floats and ints, not in tuples: floats and
-        # ints are invisible to Python's garbage collector, so a long history costs the collector nothing.
+        # Parallel containers of floats and ints, not of tuples: invisible to the garbage collector, however long.
         self._values: deque = deque(maxlen=max_length)
         self._iters: deque = deque(maxlen=max_length)
         self._pending: list = []        # values (numbers or tensors) not yet converted to float
+        self._unread = False            # whether `_pending` holds anything but floats (a tensor, an int...)
         self._pending_iters: list = []  # their iterations
         self._count = 0                 # values ever converted (including those dropped from `_values`)
         self._sum = 0.0                 # their sum, for `global_avg`
 
     def update(self, value, iteration: int):
         "Add `value` (a number or a one-element tensor) logged at `iteration`."
+        if value.__class__ is not float: self._unread = True  # (floats, the usual values, need no conversion)
         self._pending.append(value)
         self._pending_iters.append(iteration)
         if len(self._pending) >= _MAX_PENDING: self._materialize()
 
     def _materialize(self):
         if not self._pending: return
-        floats = _to_floats(self._pending)
+        floats = _to_floats(self._pending) if self._unread else self._pending
         self._values.extend(floats)
         self._iters.extend(self._pending_iters)
-        self._pending, self._pending_iters = [], []
+        self._pending, self._pending_iters, self._unread = [], [], False
         self._count += len(floats)
         self._sum += sum(floats)
 
@@ -140,7 +141,7 @@ class ValueHistory:
         if isinstance(values, torch.Tensor): values, iters = values.tolist(), iters.tolist()
         self._values = deque(map(float, values), maxlen=self.max_length)
         self._iters = deque(map(int, iters), maxlen=self.max_length)
-        self._pending, self._pending_iters = [], []
+        self._pending, self._pending_iters, self._unread = [], [], False
         self._count, self._sum = int(state['count']), float(state['sum'])
 
 # %% ../nbs/01_events.ipynb #2a7b34f9
@@ -283,6 +284,10 @@ class ScalarStore:
         return f"EventStorage(iter={self.iter}, names={sorted(self._histories)})"
 
 # %% ../nbs/01_events.ipynb #5df24454
+def _but_last(pairs: list, n: int) -> list:
+    "`pairs` without its last `n` items."
+    return pairs[:len(pairs) - n] if n else pairs
+
 class EventStorage(ScalarStore):
     "Named scalar histories, all indexed by one iteration counter `iter`."
     def latest(self) -> dict[str, tuple[float, int]]:
@@ -293,11 +298,13 @@ class EventStorage(ScalarStore):
                  name: str, # the scalar
                  window: int = 20, # how many values each median covers, the value itself and those before it
                  last: int = 1, # how many of the most recent values to return
+                 upto: int | None = None, # as when the history held this many values (its `count` then); None: now
                 ) -> list[tuple[float, int]]:
         "The last `last` values of `name` as `(value, iteration)` pairs, smoothed if its hint asks for it."
         history = self.history(name)
-        if not self._hints[name] or window == 1: return history.recent(last)
-        pairs = history.recent(last + window - 1)  # each of the `last` values, and the window before the first
+        later = 0 if upto is None else max(history.count - upto, 0)  # values added since then, left out
+        if not self._hints[name] or window == 1: return _but_last(history.recent(last + later), later)
+        pairs = _but_last(history.recent(last + window - 1 + later), later)  # the `last` values, and the window before
         first = max(len(pairs) - last, 0)
         medians = _running_medians([v for v, _ in pairs], window, first)
         return [(m, it) for m, (_, it) in zip(medians, pairs[first:])]
@@ -339,6 +346,38 @@ def get_event_storage() -> EventStorage:
 def has_event_storage() -> bool:
     "Whether a storage is current (see `get_event_storage`)."
     return bool(_STORAGE_STACK)
+
+# %% ../nbs/01_events.ipynb #41026aa6
+class ScalarRow:
+    "Scalars logged together at each step: `put(*values)` records one value of each at the storage's iteration."
+    def __init__(self,
+                 storage: ScalarStore, # where they go
+                 names: dict[str, bool], # each name, with its smoothing hint, in the order of `put`'s values
+                ):
+        self.storage, self.names = storage, dict(names)
+        self._histories, self._targets = None, []  # the storage's histories when we last looked, and ours there
+
+    def put(self, *values):
+        "Record `values`, one per name: floats straight into their histories, anything else through `put_scalar`."
+        storage = self.storage
+        if len(values) != len(self.names):
+            raise TypeError(f"ScalarRow.put takes {len(self.names)} values ({', '.join(self.names)}), got {len(values)}.")
+        if storage._histories is not self._histories or storage._prefix: return self._put_checked(values)
+        it = storage.iter
+        for (name, hint, history), value in zip(self._targets, values):
+            if value.__class__ is not float: storage.put_scalar(name, value, hint)
+            else:
+                history._pending.append(value)
+                history._pending_iters.append(it)
+                if len(history._pending) >= _MAX_PENDING: history._materialize()
+
+    def _put_checked(self, values: tuple):
+        "Through `put_scalar`, which checks the names and makes their histories; then find those histories."
+        storage = self.storage
+        for (name, hint), value in zip(self.names.items(), values): storage.put_scalar(name, value, hint)
+        if storage._prefix: return  # (the names are prefixed in a `name_scope`: no shortcut there)
+        self._histories = storage._histories
+        self._targets = [(name, hint, storage._histories[name]) for name, hint in self.names.items()]
 
 # %% ../nbs/01_events.ipynb #a3cc5c88
 class EventWriter:
@@ -391,15 +430,20 @@ class _JSONLines:
     _last: dict | None  # our last line's record, which a later write may complete (and `_cut` then rewrites)
 
     def _aligned_lines(self, new: dict[str, list]) -> list[str] | None:
-        "The usual write, in one pass: each name has a plain number at the same new iterations. Else None."
-        names, columns = ('iter', *new), list(new.values())
-        iters = [it for _, it in columns[0]]
-        if ('iter' in new or (self._last is not None and not self._last['iter'] < iters[0]) or iters != sorted(set(iters))
-                or any(list(map(itemgetter(1), c)) != iters for c in columns)): return None
-        rows = list(zip(iters, *(map(itemgetter(0), c) for c in columns)))
+        "The usual write, in one pass: new iterations, plain numbers, most names at each (a few, like `epoch`, at some). Else None."
+        columns = {name: list(map(itemgetter(1), pairs)) for name, pairs in new.items()}  # the iterations of each
+        iters = max(columns.values(), key=len)
+        if ('iter' in new or (self._last is not None and not self._last['iter'] < iters[0])
+                or iters != sorted(set(iters))): return None
+        full = tuple(name for name, its in columns.items() if its == iters)  # the names at every iteration
+        rows = list(zip(iters, *(map(itemgetter(0), new[name]) for name in full)))
         if not _plain_numbers(tuple(chain.from_iterable(rows))): return None
-        self._last = dict(zip(names, rows[-1]))
-        return [_line_format(names) % row for row in rows]
+        records = _partial_records(new, columns, full, rows) if len(full) < len(new) else {}
+        if records is None: return None
+        lines = [_line_format(('iter', *full)) % row for row in rows]
+        for i, record in records.items(): lines[i] = _json_line(record)
+        self._last = records.get(len(rows) - 1) or dict(zip(('iter', *full), rows[-1]))
+        return lines
 
     def _record_lines(self, new: dict[str, list]) -> list[str]:
         "The lines of any write: one per iteration, in order; our last line rewritten if it gets more values."
@@ -413,6 +457,57 @@ class _JSONLines:
         iters = sorted(records)
         self._last = {'iter': iters[-1], **records[iters[-1]]}
         return [_json_line({'iter': it, **records[it]}) for it in iters]
+
+def _partial_records(new: dict[str, list], # name -> its new (value, iteration) pairs
+                     columns: dict[str, list], # name -> its new iterations
+                     full: tuple[str, ...], # the names that have a value at each row's iteration
+                     rows: list[tuple], # (iteration, the value of each of `full`) of each line
+                    ) -> dict[int, dict] | None:
+    "The records of the rows where the other names have values too, by row; None unless each is at some rows' iterations, once."
+    row_of = {row[0]: i for i, row in enumerate(rows)}
+    extra: dict[int, dict] = {}  # row -> the other names' values at its iteration
+    for name, its in columns.items():
+        if name in full: continue
+        if len(set(its)) != len(its) or any(it not in row_of for it in its): return None
+        for value, it in new[name]: extra.setdefault(row_of[it], {})[name] = value
+    records = {}
+    for i, values in extra.items():
+        values.update(zip(full, rows[i][1:]))
+        records[i] = {'iter': rows[i][0], **{name: values[name] for name in new if name in values}}  # (the names' order)
+    return records
+
+# %% ../nbs/01_events.ipynb #c0e5ebd9
+def _waiting_writes(waiting: list[dict], # per write: name -> (how many new values it took, the name's count then)
+                    storage: EventStorage, # where the values are
+                    window: int, # the writer's smoothing window
+                   ) -> list[dict[str, list]]:
+    "The values of the waiting writes (name -> pairs), merged where the lines of the merged write are those of the writes."
+    if not waiting: return []
+    totals, ends = {}, {}
+    for counts in waiting:
+        for name, (n, end) in counts.items(): totals[name], ends[name] = totals.get(name, 0) + n, end
+    read = {name: storage.smoothed(name, window, n, ends[name]) for name, n in totals.items()}  # one read a name
+    if any(len(read[name]) != n for name, n in totals.items()):  # a history that dropped some: each as it was taken
+        return [{name: storage.smoothed(name, window, n, end) for name, (n, end) in counts.items()} for counts in waiting]
+    rank = {name: i for i, name in enumerate(storage.histories())}  # a line's names go in the storage's order
+    writes, start, top, at_top = [], dict.fromkeys(totals, 0), None, set()  # (the last step so far, its names)
+    for counts in waiting:
+        new = {name: read[name][start[name]:start[name] + n] for name, (n, _) in counts.items()}
+        for name, (n, _) in counts.items(): start[name] += n
+        steps = [it for pairs in new.values() for _, it in pairs]
+        first, last = min(steps), max(steps)
+        joins = bool(writes) and (first > top or (first == top and _completes(new, top, at_top, rank)))
+        if joins:
+            for name, pairs in new.items(): writes[-1].setdefault(name, []).extend(pairs)
+        else: writes.append(new)
+        names = {name for name, pairs in new.items() if any(it == last for _, it in pairs)}
+        at_top, top = (at_top | names if joins and last == top else names), last if not joins else max(top, last)
+    return [{name: new[name] for name in sorted(new, key=rank.__getitem__)} for new in writes]
+
+def _completes(new: dict[str, list], step: int, names: set, rank: dict) -> bool:
+    "Whether `new`'s values at `step` are of other `names` than those there, all after them in the storage's order."
+    adds = {name for name, pairs in new.items() if any(it == step for _, it in pairs)}
+    return adds.isdisjoint(names) and min(rank[n] for n in adds) > max(rank[n] for n in names)
 
 # %% ../nbs/01_events.ipynb #bed12e6e
 class JSONWriter(_JSONLines, EventWriter):
@@ -429,22 +524,34 @@ class JSONWriter(_JSONLines, EventWriter):
         self._offset: int | None = self.path.stat().st_size if self.path.is_file() else 0  # (where ours begins)
         self._last: dict | None = None
         self._last_start: int | None = None
+        self._storage, self._waiting, self._n_waiting = None, [], 0  # the writes whose lines are not made yet
 
     def write(self, storage: EventStorage):
-        new = {name: storage.smoothed(name, self.window, n) for name, n in self._new_counts(storage).items()}
-        if not new: return
+        "Take what is new in `storage`: its lines are made now if a flush is due, else at the next one (the same lines)."
+        new = self._new_counts(storage)
+        if new:  # each name's new values, and its count after them: where they end in its history
+            self._waiting.append({name: (n, self._seen[name]) for name, n in new.items()})
+            self._storage, self._n_waiting = storage, self._n_waiting + max(new.values())
+        elif not self._waiting: return
+        if (time.monotonic() - self._flushed_at >= self.flush_every
+                or self._n_waiting + self.window >= storage.max_length // 2): self.flush()  # (before they may go)
+
+    def flush(self):
+        "Write the lines of the writes since the last flush, and hand them to the operating system (then any reader sees them)."
+        waiting, storage = self._waiting, self._storage
+        self._storage, self._waiting, self._n_waiting = None, [], 0
+        for new in _waiting_writes(waiting, storage, self.window): self._write_lines(new)  # (the lines of each write)
+        if self._file is not None: self._file.flush()
+        self._flushed_at = time.monotonic()
+
+    def _write_lines(self, new: dict[str, list]):
+        "Write the lines of the values `new` (name -> (value, iteration) pairs)."
         if self._file is None: self._open()
         lines = self._aligned_lines(new) or self._record_lines(new)
         text = ''.join(lines)
         self._file.write(text)
         self._offset += len(text)  # JSON lines are ASCII: one byte per character
         self._last_start = self._offset - len(lines[-1])
-        if time.monotonic() - self._flushed_at >= self.flush_every: self.flush()
-
-    def flush(self):
-        "Hand what was written to the operating system (it is then in the file, for any reader)."
-        if self._file is not None: self._file.flush()
-        self._flushed_at = time.monotonic()
 
     def _cut(self, size: int):
         "Cut the file to `size` bytes, and write from there."
@@ -465,8 +572,10 @@ class JSONWriter(_JSONLines, EventWriter):
         self._offset = self._file.tell()
 
     def close(self):
-        if self._file is not None:
-            self._file.close()
+        try:
+            if self._waiting: self.flush()
+        finally:
+            if self._file is not None: self._file.close()
             self._file = None
 
     def state_dict(self) -> dict:
@@ -475,8 +584,8 @@ class JSONWriter(_JSONLines, EventWriter):
 
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
+        self._waiting, self._n_waiting = [], 0
         self._offset, self._last, self._last_start = state.get('offset'), state.get('last'), state.get('last_start')
-
 
 # %% ../nbs/01_events.ipynb #71f9aab1
 def read_metrics(path: str | Path) -> list[dict]:

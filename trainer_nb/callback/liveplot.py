@@ -15,11 +15,11 @@ from pathlib import Path
 
 from .core import Callback, SkipsIdleEvents
 from ..checkpoint import atomic_write
-from ..core import import_in_background, in_notebook
+from ..core import import_in_background, in_notebook, update_output
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'AxesLimits', 'LiveFigure', 'LivePlot',
-           'choose_frame', 'LivePlotCallback']
+__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'DrawBudget', 'AxesLimits', 'TextStamps', 'LiveFigure',
+           'LivePlot', 'choose_frame', 'LivePlotCallback']
 
 # %% ../../nbs/11_callback.liveplot.ipynb #7645b2b0
 DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
@@ -56,30 +56,27 @@ class Curve:
 
     def add(self, pairs):
         "Add `(value, iteration)` pairs, in order."
+        beta, avg, n, stride, xs, ys, last = self.beta, self._avg, self.n, self.stride, self.xs, self.ys, self.last
+        b, isfinite = self.bounds, math.isfinite  # (locals: a final figure reads every value of a fit)
         for value, it in pairs:
-            if not math.isfinite(value): continue
-            if self.beta:
-                self._avg = self.beta * self._avg + (1 - self.beta) * value
-                value = self._avg / (1 - self.beta ** (self.n + 1))
-            if self.n % self.stride == 0:
-                self.xs.append(it)
-                self.ys.append(value)
-                if len(self.xs) > self.max_points:
-                    self.xs, self.ys, self.stride = self.xs[::2], self.ys[::2], self.stride * 2
-            self.n += 1
-            self.last = (it, value)
-            self._grow_bounds(it, value)
-
-    def _grow_bounds(self, x, y):
-        b = self.bounds
-        if b is None:
-            self.bounds = [x, x, y, y, y if y > 0 else math.inf]
-            return
-        if x < b[0]: b[0] = x
-        if x > b[1]: b[1] = x
-        if y < b[2]: b[2] = y
-        if y > b[3]: b[3] = y
-        if 0 < y < b[4]: b[4] = y
+            if not isfinite(value): continue
+            if beta:
+                avg = beta * avg + (1 - beta) * value
+                value = avg / (1 - beta ** (n + 1))
+            if n % stride == 0:
+                xs.append(it)
+                ys.append(value)
+                if len(xs) > self.max_points: xs, ys, stride = xs[::2], ys[::2], stride * 2
+            n += 1
+            last = (it, value)
+            if b is None: b = [it, it, value, value, value if value > 0 else math.inf]
+            else:
+                if it < b[0]: b[0] = it
+                if it > b[1]: b[1] = it
+                if value < b[2]: b[2] = value
+                if value > b[3]: b[3] = value
+                if 0 < value < b[4]: b[4] = value
+        self._avg, self.n, self.stride, self.xs, self.ys, self.last, self.bounds = avg, n, stride, xs, ys, last, b
 
     @property
     def flat(self) -> bool:
@@ -339,8 +336,52 @@ class AxesLimits:
             down, up = lo < y0 or (new and log), hi > y1
             ax.set_ylim(*_span(lo, hi, log, grow_down=grow and down, grow_up=grow and up))
 
+# %% ../../nbs/11_callback.liveplot.ipynb #74be71ca
+def _pixel_box(extent, # a window extent (display pixels, y upwards)
+               width: int, height: int, # the canvas's size in pixels
+              ) -> tuple[int, int, int, int]:
+    "The whole pixels `(x0, y0, x1, y1)` around `extent` and one more on each side (antialiasing), inside the canvas."
+    return (max(math.floor(extent.x0) - 1, 0), max(math.floor(extent.y0) - 1, 0),
+            min(math.ceil(extent.x1) + 1, width), min(math.ceil(extent.y1) + 1, height))
+
+class TextStamps:
+    "A figure's fixed texts (titles, axis labels, notes) drawn once; later full redraws paste their pixels."
+    fig: object  # the matplotlib `Figure`, on
+    canvas: object  # an Agg canvas
+    axes: list  # the panels
+    _stamps: dict  # text -> (its pixel box, its pixels, or None where its background was not plain)
+
+    def fixed_texts(self) -> list:
+        "The texts that stay as they are while the figure exists: each panel's title and axis labels, and the notes."
+        texts = [t for ax in self.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)] + list(self.fig.texts)
+        return [t for t in texts if t.get_text()]
+
+    def draw_background(self):
+        "`canvas.draw()`, the fixed texts pasted from their first drawing where the background under them is plain."
+        import numpy as np
+        texts = self.fixed_texts()
+        for t in texts: t.set_visible(False)
+        try: self.canvas.draw()
+        finally:
+            for t in texts: t.set_visible(True)
+        pixels = np.asarray(self.canvas.buffer_rgba())  # (a view: it sees each paste)
+        plain = np.array([round(255 * c) for c in self.fig.get_facecolor()], dtype=np.uint8)
+        for text in texts: self._stamp(text, pixels, plain)
+
+    def _stamp(self, text, pixels, plain):
+        "Paste `text` if it has a stamp and its box is all `plain` now; else draw it (and keep a stamp if it was)."
+        from matplotlib.transforms import Bbox
+        height, width = pixels.shape[:2]
+        box, stamp = self._stamps.get(text) or (
+            _pixel_box(text.get_window_extent(self.canvas.get_renderer()), width, height), None)
+        x0, y0, x1, y1 = box
+        alone = bool((pixels[height - y1:height - y0, x0:x1] == plain).all())  # (rows count from the top)
+        if alone and stamp is not None: return self.canvas.restore_region(stamp)
+        self.fig.draw_artist(text)
+        self._stamps[text] = (box, self.canvas.copy_from_bbox(Bbox.from_extents(*box)) if alone else None)
+
 # %% ../../nbs/11_callback.liveplot.ipynb #cf146939
-class LiveFigure(AxesLimits):
+class LiveFigure(AxesLimits, TextStamps):
     "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
     def __init__(self,
                  layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
@@ -362,7 +403,7 @@ class LiveFigure(AxesLimits):
         self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
         if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
                                 fontsize=9, va='center')
-        self._background = None
+        self._background, self._stamps = None, {}
 
     def reset(self):
         "Start again from empty axes (for another fit)."
@@ -381,7 +422,7 @@ class LiveFigure(AxesLimits):
         for lines, (_, names, _) in zip(self.lines, self.layout):
             for line, name in zip(lines, names): line.set_data(*curves[name].points())
         if full or self._background is None:
-            self.canvas.draw()  # everything but the animated curves
+            self.draw_background()  # everything but the animated curves
             self._background = self.canvas.copy_from_bbox(self.fig.bbox)
         else: self.canvas.restore_region(self._background)
         for ax, lines in zip(self.axes, self.lines):
@@ -479,7 +520,7 @@ class LivePlot:
     def _show(self, png: bytes):
         from IPython.display import Image, display
         if self._handle is None: self._handle = display(Image(data=png, format='png'), display_id=True)
-        else: self._handle.update(Image(data=png, format='png'))
+        else: update_output(self._handle, Image(data=png, format='png'))  # (cheaper than `_handle.update`)
 
 # %% ../../nbs/11_callback.liveplot.ipynb #309d5ab2
 def choose_frame(plot: LivePlot, # the fit's plot (what is new in the storage is read into it here)

@@ -10,7 +10,7 @@ import sys
 import time
 
 from .core import Callback, SkipsIdleEvents
-from ..core import import_in_background, in_notebook
+from ..core import import_in_background, in_notebook, update_output
 from ..state import fit_status
 
 # %% auto #0
@@ -41,7 +41,7 @@ def _notebook_master_bar(n: int):
         def show(self):  # the bars only (fastprogress's shows the table too)
             bars = [getattr(b, 'progress', None) or b for b in (self.inner_dict.get('pb1'), self.inner_dict.get('pb2'))
                     if b is not None]
-            if hasattr(self, 'out'): self.out.update(HTML(to_xml(Div(*bars))))  # one HTML, not FT's three reprs
+            if hasattr(self, 'out'): update_output(self.out, HTML(to_xml(Div(*bars))))  # one HTML, not FT's three reprs
 
         def write(self, line, table: bool = False):
             if table: self.rows_html.append(_html_row(line, 'th' if not self.rows_html else 'td'))
@@ -49,10 +49,10 @@ def _notebook_master_bar(n: int):
             head, body = self.rows_html[:1], self.rows_html[1:]
             table_html = (f'<table class="fastprogress"><thead>{"".join(head)}</thead><tbody>{"".join(body)}</tbody>'
                           '</table>') if head else ''
-            self.table_out.update(HTML(f"<div>{table_html}{''.join(self.notes_html)}</div>"))
+            update_output(self.table_out, HTML(f"<div>{table_html}{''.join(self.notes_html)}</div>"))
 
         def on_iter_end(self):  # remove the bars; the table stays (and no pyplot import)
-            if hasattr(self, 'out'): self.out.update(HTML(''))
+            if hasattr(self, 'out'): update_output(self.out, HTML(''))
 
     return SplitMasterBar(range(n), total=n)
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 import time
 
 from .core import Callback
-from ..events import ConsoleWriter, EventWriter, JSONWriter
+from ..events import ConsoleWriter, EventWriter, JSONWriter, ScalarRow
 from ..checkpoint import check_writable
 
 # %% auto #0
 __all__ = ['Recorder', 'WriterCallback']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
+_ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
+
 class Recorder(Callback):
     "Log the train loss, lr and times every step, and validation results, into `learn.storage`."
     order = 50  # after callbacks that change the loss (mixed precision, accumulation), before readers
@@ -22,6 +24,7 @@ class Recorder(Callback):
         self._t = time.perf_counter()
         self._cancelled, self._lr = False, None
         self._acc_loss, self._acc_parts, self._acc_n = 0., {}, 0  # micro-batches of a gradient accumulation
+        self._row: ScalarRow | None = None  # lr, samples and times, logged together at each step
 
     def before_train(self): self._t = time.perf_counter()
     def before_batch(self):
@@ -43,11 +46,9 @@ class Recorder(Callback):
         if loss is not None: put('train/loss', loss)
         if parts:
             for name, value in parts.items(): put(f'train/{name}', value)
-        put('lr', self._lr, False)
-        put('samples', learn.fit_state.samples, False)
+        if self._row is None or self._row.storage is not learn.storage: self._row = ScalarRow(learn.storage, _ROW)
         now = time.perf_counter()
-        put('time/step', now - self._t)
-        put('time/data', learn.data_time)
+        self._row.put(self._lr, float(learn.fit_state.samples), now - self._t, learn.data_time)
         self._t = now
 
     def _accumulate(self, loss, parts) -> bool:
