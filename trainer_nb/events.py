@@ -365,11 +365,8 @@ class ScalarRow:
         if storage._histories is not self._histories or storage._prefix: return self._put_checked(values)
         it = storage.iter
         for (name, hint, history), value in zip(self._targets, values):
-            if value.__class__ is not float: storage.put_scalar(name, value, hint)
-            else:
-                history._pending.append(value)
-                history._pending_iters.append(it)
-                if len(history._pending) >= _MAX_PENDING: history._materialize()
+            if value.__class__ is float: history.update(value, it)  # (a float needs no check)
+            else: storage.put_scalar(name, value, hint)
 
     def _put_checked(self, values: tuple):
         "Through `put_scalar`, which checks the names and makes their histories; then find those histories."
