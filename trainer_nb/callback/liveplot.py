@@ -252,6 +252,7 @@ def _minor_log_locator():
 
     return MinorLogLocator(subs=(2., 5.))
 
+# %% ../../nbs/11_callback.liveplot.ipynb #57fe5ff3
 def _y_label(title: str, # the panel's title
             names: list[str], # the scalars it shows
             log: bool, # whether its y-axis is logarithmic
@@ -279,7 +280,10 @@ def _style_panel(ax, title: str, names: list[str], log: bool) -> list:
         ax.yaxis.set_minor_locator(_minor_log_locator())  # few minor ticks: each costs a redraw
         ax.yaxis.set_major_formatter(_plain_log_formatter())
         ax.yaxis.set_minor_formatter(_plain_log_formatter())
-    else: ax.yaxis.set_major_locator(MaxNLocator(5))
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(5))
+        # an lr of 0.0005 as 5 under a "1e-4" at the top: long labels such as 0.00050 would run into the y label
+        ax.ticklabel_format(axis='y', style='sci', scilimits=(-2, 4), useMathText=True)
     lines = [ax.plot([], [], label=name, animated=True, lw=1.5, marker='o' if name.startswith('valid/') else None,
                      ms=3)[0] for name in names]
     if len(names) > 1: ax.legend(loc='upper right', fontsize=8)
