@@ -256,7 +256,10 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
             assert reason == 'interrupted'
             assert steps == losses == opt_steps == str(int(epoch) * STEPS_PER_EPOCH + int(epoch_iter))
             assert 0 < int(steps) < 200 * STEPS_PER_EPOCH
-            label = page.locator('.widget-html-content').first.inner_text()
+            # the panel's last status: a widget update, which the page may render just after the next cell's output
+            status = lambda: page.locator('.widget-html-content').first.inner_text()
+            wait_for(lambda: status().startswith('stopped'), 10, f"the panel's final status (it says {status()!r})")
+            label = status()
             assert label.startswith(f'stopped and resumable: stopped at epoch {epoch}, batch {epoch_iter}, '
                                     f'step {steps}'), label
             time.sleep(0.5)  # the final figure's update
