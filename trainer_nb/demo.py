@@ -16,7 +16,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from .core import in_notebook
-from .learner import DataLoaders, Learner
+from .data import DataLoaders
+from .learner import Learner
 from .metrics import accuracy
 
 # %% auto #0

@@ -17,8 +17,8 @@ from .callback.core import (Callbacks, CancelBackwardException, CancelBatchExcep
                                       HasCallbacks, as_callback_list, uncaught_cancel)
 from .controls import Controls
 from .core import DeferredInterrupt, SingleProcess, add_note, default_device, to_device
-from .data import (DataLoaders, as_dataloaders, check_loader, draw_epoch_seed, epoch_batches, loader_len,
-                             prepare_loaders, shard_loaders)
+from .data import (as_dataloaders, check_loader, draw_epoch_seed, epoch_batches, loader_len, prepare_loaders,
+                             shard_loaders)
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
 from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
