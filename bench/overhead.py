@@ -53,14 +53,14 @@ def make_model():
     return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
-def hand(dl, steps, out):
-    model = make_model()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+def hand(dl, steps, out, model=None, opt_func=torch.optim.AdamW, loss_func=nn.functional.cross_entropy):
+    model = make_model() if model is None else model
+    opt = opt_func(model.parameters(), lr=1e-3)
     model.train()
     done = 0
     while done < steps:
         for xb, yb in dl:
-            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss = loss_func(model(xb), yb)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
