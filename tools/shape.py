@@ -1,6 +1,7 @@
 """The shape of the package, as the literate-core issue measures it: cell, function and class sizes, and imports.
 
-Run: python tools/shape.py   (prints the figures; exits 1 if a limit is passed)
+Run: python tools/shape.py               (prints the figures; exits 1 if a limit is passed)
+     python tools/shape.py --breakdown   (also: what the lines of the Learner's classes are)
 """
 import ast
 import json
@@ -25,6 +26,39 @@ def functions(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)): yield node
 
 
+def _docstring_lines(node) -> int:
+    "Lines of the docstring of a class or function, 0 if it has none."
+    first = node.body[0] if node.body else None
+    is_doc = isinstance(first, ast.Expr) and isinstance(getattr(first, 'value', None), ast.Constant)
+    return first.end_lineno - first.lineno + 1 if is_doc and isinstance(first.value.value, str) else 0
+
+
+def breakdown(source: str, tree) -> dict:
+    "The lines of all classes of a module, by kind: blank, docstrings, construction, public API, the rest (private)."
+    lines = source.splitlines()
+    kinds = dict.fromkeys(('blank', 'docstrings', 'construction (__init__)', 'public methods and views',
+                           'private methods (the loop)', 'class lines and constants'), 0)
+    for cls in (c for c in tree.body if isinstance(c, ast.ClassDef)):
+        kinds['blank'] += sum(not lines[i].strip() for i in range(cls.lineno - 1, cls.end_lineno))
+        kinds['docstrings'] += _docstring_lines(cls)
+        counted = _docstring_lines(cls)
+        for node in cls.body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)): continue
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            n = sum(bool(lines[i].strip()) for i in range(start - 1, node.end_lineno)) - _docstring_lines(node)
+            kinds['docstrings'] += _docstring_lines(node)
+            key = ('construction (__init__)' if node.name == '__init__' else 'private methods (the loop)'
+                   if node.name.startswith('_') and not node.name.startswith('__') else 'public methods and views')
+            kinds[key] += n
+            counted += n + _docstring_lines(node)
+        nonblank = sum(bool(lines[i].strip()) for i in range(cls.lineno - 1, cls.end_lineno))
+        views = sum(1 for node in cls.body if isinstance(node, ast.Assign)
+                    and isinstance(node.value, ast.Call) and getattr(node.value.func, 'id', '') == 'property')
+        kinds['public methods and views'] += views
+        kinds['class lines and constants'] += nonblank - counted - views
+    return kinds
+
+
 def main() -> int:
     failures = []
     long_fns = []
@@ -44,6 +78,8 @@ def main() -> int:
     classes = {c.name: c.end_lineno - c.lineno + 1 for c in tree.body if isinstance(c, ast.ClassDef)}
     print(f"learner.py: {n_file} lines; classes: {classes}")
     if n_file > 450: failures.append(f"learner.py has {n_file} lines (at most 450)")
+    if '--breakdown' in sys.argv:
+        for kind, n in breakdown(learner.read_text(), tree).items(): print(f"  {kind}: {n}")
     if sum(classes.values()) > 300: failures.append(f"the Learner's classes have {sum(classes.values())} lines (at most 300)")
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and any(f in node.module.split('.') for f in FEATURES):
