@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (CHROMIUM, Lab, browser_artifacts, have_module, launch_chromium, outputs_text,
-                                    require, wait_for)
+from test_browser_live_view import (CHROMIUM, Lab, browser_artifacts, element_screenshot, have_module,
+                                    launch_chromium, outputs_text, require, wait_for)
 
 STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
 SETUP = """import json, os, time
@@ -49,7 +49,7 @@ def click_and_wait(page, name: str, expect: str, shot: Path) -> str:
     "Click the panel's button `name`, wait for the status line to say `expect`, take a screenshot of the panel."
     page.click(f"button.jupyter-button:text-is('{name}')")
     line = wait_for(lambda: re.search(expect, status_line(page)) and status_line(page), 30, f"'{expect}' after {name}")
-    page.locator('.jp-OutputArea-output').first.screenshot(path=str(shot))
+    element_screenshot(page, '.jp-OutputArea-output', shot)
     return line
 
 
@@ -83,7 +83,7 @@ def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
             page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
             page.wait_for_selector("button.jupyter-button:text-is('Save now')", timeout=60_000)
             wait_for(lambda: re.search(r'step [1-9]', status_line(page)), 30, 'the first steps')
-            page.locator('.jp-OutputArea-output').first.screenshot(path=str(shots / f'controls_{app}_running.png'))
+            element_screenshot(page, '.jp-OutputArea-output', shots / f'controls_{app}_running.png')
             saved = click_and_wait(page, 'Save now', r'saved checkpoints/last\.pt at step \d+',
                                    shots / f'controls_{app}_save.png')
             validated = click_and_wait(page, 'Validate now', r'validated at step \d+: loss',
@@ -91,7 +91,7 @@ def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
             scaled = click_and_wait(page, 'Scale lr', r'lr x0\.5 from step \d+', shots / f'controls_{app}_scale_lr.png')
             page.click("button.jupyter-button:text-is('Stop after epoch')")
             report = wait_for(lambda: 'REPORT ' in outputs_text(page) and outputs_text(page), 90, 'the fit to stop')
-            page.locator('.jp-OutputArea-output').first.screenshot(path=str(shots / f'controls_{app}_stopped.png'))
+            element_screenshot(page, '.jp-OutputArea-output', shots / f'controls_{app}_stopped.png')
             resumed = wait_for(lambda: re.search(r'RESUMED (\w+) (\d+)', outputs_text(page)), 120, 'the resumed fit')
             browser.close()
     finally:

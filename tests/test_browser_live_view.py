@@ -185,6 +185,46 @@ def kernel_status(page, settle: float = 0.5):
     return status, bar
 
 
+def element_screenshot(page, selector: str, path: Path, tries: int = 5):
+    """A screenshot of the first element matching `selector`, taken again if the element went away meanwhile.
+
+    Each frame of the live plot replaces its `<img>`: Playwright finds the element, scrolls to it and waits for
+    it to be stable, and a new frame can detach it in between ("Element is not attached to the DOM"); the next
+    try finds the new one. Any other error, or the same one `tries` times, is raised.
+    """
+    from playwright.sync_api import Error
+    for i in range(tries):
+        try: return page.locator(selector).first.screenshot(path=str(path))
+        except Error as e:
+            if 'not attached' not in str(e) or i == tries - 1: raise
+
+
+def test_element_screenshot_tries_again_when_the_element_is_replaced(tmp_path):
+    require(have_module('playwright'), 'the playwright Python package')
+    from playwright.sync_api import Error
+    class Locator:  # detached twice (two frames of the plot replaced the image), then taken
+        def __init__(self, errors): self.errors, self.calls = errors, 0
+        @property
+        def first(self): return self
+        def screenshot(self, path):
+            self.calls += 1
+            if self.errors: raise self.errors.pop(0)
+            Path(path).write_bytes(b'png')
+    class Page:
+        def __init__(self, errors): self.loc = Locator(errors)
+        def locator(self, selector): return self.loc
+    detached = lambda: Error('Locator.screenshot: Element is not attached to the DOM')
+    page = Page([detached(), detached()])
+    element_screenshot(page, 'img', tmp_path / 'a.png')
+    assert (page.loc.calls, (tmp_path / 'a.png').read_bytes()) == (3, b'png')
+    page = Page([detached() for _ in range(5)])  # always replaced: the error after 5 tries
+    with pytest.raises(Error, match='not attached'): element_screenshot(page, 'img', tmp_path / 'b.png')
+    assert page.loc.calls == 5
+    page = Page([Error('Timeout 30000ms exceeded')])  # another error: at once
+    with pytest.raises(Error, match='Timeout'): element_screenshot(page, 'img', tmp_path / 'c.png')
+    assert page.loc.calls == 1
+
+
 def browser_artifacts(artifacts: Path) -> Path:
     "Where the browser tests keep their screenshots and JupyterLab's log: `browser/` of the `artifacts` fixture."
     shots = artifacts / 'browser'
@@ -246,7 +286,7 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
             assert running.startswith('step ') and ' ETA ' in running, running  # the panel's status line
             # the fit cell runs: JupyterLab says busy (not idle, after the Stop button's subshell messages)
             assert all(status == 'busy' and '| Busy' in bar for status, bar in statuses), statuses
-            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(shots / 'live_view_plot_running.png'))
+            element_screenshot(page, '.jp-OutputArea-output img', shots / 'live_view_plot_running.png')
             t_stop = time.time()
 
             # 3. Stop: the fit ends at a batch boundary, and the next cell prints the counts
@@ -264,7 +304,7 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
                                     f'step {steps}'), label
             time.sleep(0.5)  # the final figure's update
             page.screenshot(path=str(shots / 'live_view_3_stopped.png'))
-            page.locator('.jp-OutputArea-output img').first.screenshot(path=str(shots / 'live_view_plot_final.png'))
+            element_screenshot(page, '.jp-OutputArea-output img', shots / 'live_view_plot_final.png')
             final_plot = plot_src(page)
             assert final_plot != first_plot
 
