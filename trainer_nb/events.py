@@ -31,10 +31,10 @@ _MAX_PENDING = 1024  # tensors kept unconverted before we convert them anyway (b
 
 def _to_floats(values: list) -> list[float]:
     "Convert a list of numbers and one-element tensors to floats, with one device sync for CUDA tensors."
-    tensors = [v for v in values if isinstance(v, torch.Tensor) and v.device.type != 'cpu']
+    tensors = [v for v in values if isinstance(v, torch.Tensor) and not v.is_cpu]
     if len(tensors) > 1 and len({t.device for t in tensors}) == 1:
         converted = iter(torch.stack([t.detach().float().reshape(()) for t in tensors]).tolist())
-        return [next(converted) if isinstance(v, torch.Tensor) and v.device.type != 'cpu' else float(v)
+        return [next(converted) if isinstance(v, torch.Tensor) and not v.is_cpu else float(v)
                 for v in values]
     return [float(v) for v in values]
 

@@ -134,10 +134,12 @@ class LearnerState(LearnerViews):
         return load_learner(self, name_or_path, weights_only_model)
 
 # %% ../nbs/04_learner.ipynb #e509f699
+_CPU = torch.device('cpu')  # (compared with, rather than reading `device.type`, which builds a string: 0.2 us)
+
 class OneBatch(LearnerState):
     "One batch: inputs and targets, the forward pass and the loss; in training, the backward pass and the step."
     def _set_batch(self, batch):
-        if self.device.type != 'cpu': batch = to_device(batch, self.device, non_blocking=True)
+        if self.device != _CPU: batch = to_device(batch, self.device, non_blocking=True)
         self.batch = batch
         if type(batch) in (tuple, list) and len(batch) == 2: self.xb, self.yb = (batch[0],), (batch[1],)
         else: self.xb, self.yb = split_batch(batch)
