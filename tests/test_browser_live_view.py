@@ -285,7 +285,8 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
             running = page.locator('.widget-html-content').first.inner_text()
             assert running.startswith('step ') and ' ETA ' in running, running  # the panel's status line
             # the fit cell runs: JupyterLab says busy (not idle, after the Stop button's subshell messages)
-            assert all(status == 'busy' and '| Busy' in bar for status, bar in statuses), statuses
+            changes = page.evaluate('() => window.__watch.status')  # (time, status) of each change the page saw
+            assert all(status == 'busy' and '| Busy' in bar for status, bar in statuses), (statuses, changes)
             element_screenshot(page, '.jp-OutputArea-output img', shots / 'live_view_plot_running.png')
             t_stop = time.time()
 

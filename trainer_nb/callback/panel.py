@@ -14,7 +14,7 @@ from ..state import fit_status, is_resumable
 from ..core import import_in_background, in_notebook
 
 # %% auto #0
-__all__ = ['PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells', 'status_line',
+__all__ = ['PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells', 'status_line', 'PanelStatus',
            'ControlPanelCallback', 'request_control']
 
 # %% ../../nbs/12_callback.panel.ipynb #4dadc071
@@ -42,7 +42,9 @@ def keep_busy_status(kernel) -> bool:
     message it handles, also a subshell's (a routed click) or the control channel's (JupyterLab creating its comm
     subshell) while the main shell still runs a cell; their 'idle' made JupyterLab show *Idle* during the fit.
     Wraps the kernel's `_publish_status` (private, checked with ipykernel 7.4), once; call it from the running
-    cell. Returns whether the wrapper is in place.
+    cell. Put in place, it says 'busy' for the cell once: an 'idle' may have come before it (JupyterLab makes its
+    comm subshell when the first widget's comm opens; on a loaded machine, the control thread can finish that
+    before the panel calls this). Returns whether the wrapper is in place.
     """
     publish = getattr(kernel, '_publish_status', None)
     if publish is None: return False
@@ -60,6 +62,7 @@ def keep_busy_status(kernel) -> bool:
 
     publish_status.keeps_busy = True
     kernel._publish_status = publish_status
+    if running[0]: publish('busy', 'shell', running[0])  # an 'idle' may have come before this (widgets made earlier)
     return True
 
 def frontend_subshells() -> int | None:
@@ -113,6 +116,37 @@ def status_line(learn, t0: float) -> str:
     if learn.controls.last: parts.append(f"<b>{learn.controls.last}</b>")
     return ' &middot; '.join(parts)
 
+# %% ../../nbs/12_callback.panel.ipynb #361d9af1
+class PanelStatus:
+    "The panel's status line and its state, written by the loop, click handlers and a timer under one lock."
+    def __init__(self,
+                 learn, # the learner whose fit the line describes
+                 label, # the ipywidgets `HTML` that shows the line
+                ):
+        self.learn, self.label = learn, label
+        self.state: str | None = None  # a key of PANEL_MESSAGES, 'requested', or 'ended'
+        self.t0, self.lock = time.perf_counter(), threading.RLock()  # (a click holds it while it sets the line)
+
+    def set(self, state: str, text: str | None = None) -> bool:
+        "Show `state`, with `text` or its message; False, changing nothing, once the fit has ended."
+        with self.lock:
+            if self.state == 'ended': return False
+            if text is None: text = status_line(self.learn, self.t0) if state == 'running' else PANEL_MESSAGES[state]
+            self.state, self.label.value = state, text
+            return True
+
+    def redraw(self):
+        "The line after some progress (on the loop's thread): a request that took effect makes way for the progress."
+        with self.lock:
+            if self.state == 'running' or (self.state == 'requested' and not self.learn.controls.waiting):
+                self.state, self.label.value = 'running', status_line(self.learn, self.t0)
+            elif self.state in ('no_route', 'no_frontend'):
+                self.label.value = f"{status_line(self.learn, self.t0)}. {PANEL_MESSAGES[self.state]}"
+
+    def end(self, text: str):
+        "The fit's last line."
+        with self.lock: self.state, self.label.value = 'ended', text
+
 # %% ../../nbs/12_callback.panel.ipynb #11cfae1e
 class ControlPanelCallback(SkipsIdleEvents, Callback):
     "In a notebook: buttons for `learn.controls`, a status line, and the widgets of other callbacks."
@@ -126,10 +160,10 @@ class ControlPanelCallback(SkipsIdleEvents, Callback):
                 ):
         self.notebook, self.check_after, self.every = notebook, check_after, every
         self.buttons, self.button, self.label, self.box = {}, None, None, None  # (`button`: Stop)
+        self.status: PanelStatus | None = None  # the status line of the current (or last) fit
         self.routed, self.shown = False, False
-        self.state: str | None = None  # a key of PANEL_MESSAGES, or 'ended'
         self._timer: threading.Timer | None = None
-        self._next = self._t0 = 0.
+        self._next = 0.
         if notebook is not False and in_notebook(): import_in_background('ipywidgets')  # (see `import_in_background`)
 
     def before_fit(self):
@@ -139,14 +173,14 @@ class ControlPanelCallback(SkipsIdleEvents, Callback):
         import ipywidgets as widgets
         from IPython.display import display
         self.buttons, self.label = _buttons(widgets), widgets.HTML()
-        self.button = self.buttons['stop']
+        self.button, self.status = self.buttons['stop'], PanelStatus(self.learn, self.label)
         for name in ('stop', 'stop_epoch', 'save', 'validate', 'scale'):
-            self.buttons[name].on_click(lambda b, name=name, label=self.label: self._clicked(name, b, label))
+            self.buttons[name].on_click(lambda b, name=name, status=self.status: self._clicked(name, b, status))
         own = [w for w in (cb.panel_widget() for cb in self.learn.cbs if cb is not self) if w is not None]
         self.box = widgets.VBox([widgets.HBox(list(self.buttons.values())), self.label, *own])
         self.routed = all([route_to_frontend_subshell(w) for w in self.buttons.values()])
-        self._t0 = self._next = time.perf_counter()
-        self._set('running' if self.routed else 'no_route')
+        self._next = time.perf_counter()
+        self.status.set('running' if self.routed else 'no_route')
         display(self.box)
         if self.routed and self.check_after is not None:
             self._timer = threading.Timer(self.check_after, self._check_frontend)
@@ -164,35 +198,27 @@ class ControlPanelCallback(SkipsIdleEvents, Callback):
         if not self.shown: return
         self.shown = False
         for w in self.buttons.values(): w.disabled = True
-        self.state = 'ended'
-        self.label.value = ("stopped and resumable: " if is_resumable(self.learn) else "") + fit_status(self.learn)
+        self.status.end(("stopped and resumable: " if is_resumable(self.learn) else "") + fit_status(self.learn))
 
     def _redraw(self):
-        "The status line (on the loop's thread)."
         self._next = time.perf_counter() + self.every
-        if self.state == 'running' or (self.state == 'requested' and not self.learn.controls.waiting):
-            self.state, self.label.value = 'running', status_line(self.learn, self._t0)
-        elif self.state in ('no_route', 'no_frontend'): self.label.value = f"{status_line(self.learn, self._t0)}. {PANEL_MESSAGES[self.state]}"
+        self.status.redraw()
 
-    def _set(self, state: str):
-        self.state = state
-        self.label.value = PANEL_MESSAGES[state] if state != 'running' else status_line(self.learn, self._t0)
-
-    def _clicked(self, name: str, button, label):
-        "A click: on the frontend's subshell thread while the fit runs, so it only queues a request and sets values."
-        if button not in self.buttons.values() or self.state == 'ended':  # this panel's fit (or an older one) has ended
-            label.value = PANEL_MESSAGES['late']
-            return
-        request_control(self.learn.controls, name, self.buttons['factor'].value)
-        if name == 'stop':
-            for w in self.buttons.values(): w.disabled = True
-            return self._set('stopping')
-        button.disabled = name == 'stop_epoch'
-        self.state, label.value = 'requested', f"{button.description}: requested, at the next batch..."
+    def _clicked(self, name: str, button, status: PanelStatus):
+        "A click: on the frontend's subshell thread while the fit runs, so it only sets values and queues a request."
+        with status.lock:  # the fit's last line waits for the click's
+            line = None if name == 'stop' else f"{button.description}: requested, at the next batch..."
+            if not status.set('stopping' if name == 'stop' else 'requested', line):  # that fit has ended
+                status.label.value = PANEL_MESSAGES['late']
+                return
+            if name == 'stop':
+                for w in self.buttons.values(): w.disabled = True
+            button.disabled = name in ('stop', 'stop_epoch')
+            request_control(self.learn.controls, name, self.buttons['factor'].value)
 
     def _check_frontend(self):
         "A few seconds in (on a timer thread): warn if the frontend has opened no subshell to send clicks on."
-        if self.state in ('running', 'requested') and frontend_subshells() == 0: self._set('no_frontend')
+        if self.status.state in ('running', 'requested') and frontend_subshells() == 0: self.status.set('no_frontend')
 
 # %% ../../nbs/12_callback.panel.ipynb #9a8eed60
 def request_control(controls, name: str, factor: float):
