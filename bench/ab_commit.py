@@ -60,13 +60,20 @@ def tiny_data():
     return [(x[i:i + 64], y[i:i + 64]) for i in range(0, len(x), 64)]
 
 
-TINY = False  # set by --tiny
+def tiny_learner(cls, dl, out: str, default_cbs: bool = False, **kwargs):
+    "A learner of class `cls` on the tiny model."
+    return cls(Scale(), dl, nn.functional.mse_loss, opt_func=torch.optim.SGD, lr=1e-3, path=out, device='cpu',
+               default_cbs=default_cbs, **kwargs)
 
 
-def fit(cls, dl, steps: int, out: str, default_cbs: bool, **kwargs) -> float:
+def tiny_hand(dl, steps: int, out: str):
+    "The hand-written loop on the tiny model."
+    return overhead.hand(dl, steps, out, Scale(), torch.optim.SGD, nn.functional.mse_loss)
+
+
+def fit(cls, dl, steps: int, out: str, default_cbs: bool, tiny: bool, **kwargs) -> float:
     "Seconds of `fit(n_steps=steps)` of a learner of class `cls` (construction not counted)."
-    if TINY: learn = cls(Scale(), dl, nn.functional.mse_loss, opt_func=torch.optim.SGD, lr=1e-3, path=out,
-                         device='cpu', default_cbs=default_cbs, **kwargs)
+    if tiny: learn = tiny_learner(cls, dl, out, default_cbs, **kwargs)
     else: learn = cls(overhead.make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
                       default_cbs=default_cbs, **kwargs)
     with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
@@ -75,10 +82,9 @@ def fit(cls, dl, steps: int, out: str, default_cbs: bool, **kwargs) -> float:
         return time.perf_counter() - t0
 
 
-def hand(dl, steps: int, out: str) -> float:
+def hand(dl, steps: int, out: str, tiny: bool) -> float:
     t0 = time.perf_counter()
-    if TINY: overhead.hand(dl, steps, out, Scale(), torch.optim.SGD, nn.functional.mse_loss)
-    else: overhead.hand(dl, steps, out)
+    (tiny_hand if tiny else overhead.hand)(dl, steps, out)
     return time.perf_counter() - t0
 
 
@@ -90,19 +96,18 @@ def main():
     parser.add_argument('--default', action='store_true', help="also compare the default callbacks")
     parser.add_argument('--tiny', action='store_true', help="a one-parameter model on a list of batches")
     args = parser.parse_args()
-    global TINY
-    TINY = args.tiny
     torch.set_num_threads(1)
     dl = tiny_data() if args.tiny else overhead.make_data()
     with tempfile.TemporaryDirectory() as src, tempfile.TemporaryDirectory() as out:
         then = learner_at(args.commit, Path(src))
-        variants = {'hand': lambda n: hand(dl, n, out),
-                    'bare_then': lambda n: fit(then, dl, n, out, False),
-                    'bare_now': lambda n: fit(Learner, dl, n, out, False),
-                    'bare_now_noguard': lambda n: fit(Learner, dl, n, out, False, nan_guard=False)}
+        tiny = args.tiny
+        variants = {'hand': lambda n: hand(dl, n, out, tiny),
+                    'bare_then': lambda n: fit(then, dl, n, out, False, tiny),
+                    'bare_now': lambda n: fit(Learner, dl, n, out, False, tiny),
+                    'bare_now_noguard': lambda n: fit(Learner, dl, n, out, False, tiny, nan_guard=False)}
         if args.default:
-            variants |= {'default_then': lambda n: fit(then, dl, n, out, True),
-                         'default_now': lambda n: fit(Learner, dl, n, out, True)}
+            variants |= {'default_then': lambda n: fit(then, dl, n, out, True, tiny),
+                         'default_now': lambda n: fit(Learner, dl, n, out, True, tiny)}
         names, times = list(variants), {n: [] for n in variants}
         for n in names: variants[n](200)  # warm-up
         for r in range(args.rounds):

@@ -1,8 +1,9 @@
 """Machine instructions a training step costs, counted by valgrind: a measure of the loop's own work without timing noise.
 
 Wall-clock ratios of the bare learner move by a percent or two from run to run here, more than the differences
-worth finding. Valgrind's callgrind counts the instructions executed: with a fixed PYTHONHASHSEED (set here)
-every run gives the same count. Each variant runs in a child process under callgrind, counting only while the
+worth finding. Valgrind's callgrind counts the instructions executed: with a fixed PYTHONHASHSEED (set here),
+two runs of the same command give the same count (another command line, or a change anywhere in the package,
+moves it by up to about 2k a step through memory layout alone). Each variant runs in a child process under callgrind, counting only while the
 measured fit runs (`callgrind_control -i on/off` around it; a first short fit warms up): the tiny model of
 `ab_commit.py --tiny` (one parameter, a list of 200 batches), for `--steps` steps:
   - `hand`: the hand-written loop;
@@ -23,11 +24,9 @@ import tempfile
 from pathlib import Path
 
 import torch
-from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_commit  # noqa: E402
-import overhead  # noqa: E402
 
 
 def counting(on: bool):
@@ -41,14 +40,13 @@ def child(variant: str, steps: int, commit: str | None):
     torch.set_num_threads(1)
     dl, out = ab_commit.tiny_data(), tempfile.mkdtemp()
     if variant == 'hand':
-        overhead.hand(dl, 20, out, ab_commit.Scale(), torch.optim.SGD, nn.functional.mse_loss)
+        ab_commit.tiny_hand(dl, 20, out)
         counting(True)
-        overhead.hand(dl, steps, out, ab_commit.Scale(), torch.optim.SGD, nn.functional.mse_loss)
+        ab_commit.tiny_hand(dl, steps, out)
         return counting(False)
-    cls = ab_commit.learner_at(commit, Path(tempfile.mkdtemp())) if 'then' in variant else ab_commit.Learner
+    cls = ab_commit.learner_at(commit, Path(tempfile.mkdtemp())) if variant == 'bare_then' else ab_commit.Learner
     kwargs = {'nan_guard': False} if variant == 'bare_noguard' else {}  # (before the guard, `then` had none)
-    learn = cls(ab_commit.Scale(), dl, nn.functional.mse_loss, opt_func=torch.optim.SGD, lr=1e-3, path=out,
-                device='cpu', default_cbs=False, **kwargs)
+    learn = ab_commit.tiny_learner(cls, dl, out, **kwargs)
     learn.fit(n_steps=20)
     counting(True)
     learn.fit(n_steps=steps)

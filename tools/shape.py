@@ -13,11 +13,16 @@ FEATURES = ('schedule', 'checkpoint', 'recorder', 'progress', 'liveplot', 'panel
             'training', 'distributed')
 
 
+def docstring_lines(node) -> int:
+    "Lines of the docstring of a class or function, 0 if it has none."
+    first = node.body[0] if node.body else None
+    is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    return first.end_lineno - first.lineno + 1 if is_doc else 0
+
+
 def body_lines(node) -> int:
     "Lines of a function's body, its docstring excluded."
-    body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], 'value', None), ast.Constant):
-        body = body[1:]
+    body = node.body[1:] if docstring_lines(node) else node.body
     return 0 if not body else body[-1].end_lineno - body[0].lineno + 1
 
 
@@ -26,36 +31,35 @@ def functions(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)): yield node
 
 
-def _docstring_lines(node) -> int:
-    "Lines of the docstring of a class or function, 0 if it has none."
-    first = node.body[0] if node.body else None
-    is_doc = isinstance(first, ast.Expr) and isinstance(getattr(first, 'value', None), ast.Constant)
-    return first.end_lineno - first.lineno + 1 if is_doc and isinstance(first.value.value, str) else 0
+def method_kind(name: str) -> str:
+    "Which kind of class lines a method's are, by its name."
+    if name == '__init__': return 'construction (__init__)'
+    if name.startswith('_') and not name.startswith('__'): return 'private methods (the loop)'
+    return 'public methods and views'
 
 
 def breakdown(source: str, tree) -> dict:
     "The lines of all classes of a module, by kind: blank, docstrings, construction, public API, the rest (private)."
     lines = source.splitlines()
+    nonblank = lambda first, last: sum(bool(lines[i].strip()) for i in range(first - 1, last))
     kinds = dict.fromkeys(('blank', 'docstrings', 'construction (__init__)', 'public methods and views',
                            'private methods (the loop)', 'class lines and constants'), 0)
     for cls in (c for c in tree.body if isinstance(c, ast.ClassDef)):
-        kinds['blank'] += sum(not lines[i].strip() for i in range(cls.lineno - 1, cls.end_lineno))
-        kinds['docstrings'] += _docstring_lines(cls)
-        counted = _docstring_lines(cls)
+        rest = nonblank(cls.lineno, cls.end_lineno) - docstring_lines(cls)
+        kinds['blank'] += cls.end_lineno - cls.lineno + 1 - nonblank(cls.lineno, cls.end_lineno)
+        kinds['docstrings'] += docstring_lines(cls)
         for node in cls.body:
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)): continue
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            n = sum(bool(lines[i].strip()) for i in range(start - 1, node.end_lineno)) - _docstring_lines(node)
-            kinds['docstrings'] += _docstring_lines(node)
-            key = ('construction (__init__)' if node.name == '__init__' else 'private methods (the loop)'
-                   if node.name.startswith('_') and not node.name.startswith('__') else 'public methods and views')
-            kinds[key] += n
-            counted += n + _docstring_lines(node)
-        nonblank = sum(bool(lines[i].strip()) for i in range(cls.lineno - 1, cls.end_lineno))
-        views = sum(1 for node in cls.body if isinstance(node, ast.Assign)
-                    and isinstance(node.value, ast.Call) and getattr(node.value.func, 'id', '') == 'property')
-        kinds['public methods and views'] += views
-        kinds['class lines and constants'] += nonblank - counted - views
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                doc, n = docstring_lines(node), nonblank(start, node.end_lineno)
+                kinds['docstrings'] += doc
+                kinds[method_kind(node.name)] += n - doc
+                rest -= n
+            elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                  and getattr(node.value.func, 'id', '') == 'property'):  # a one-line view
+                kinds['public methods and views'] += 1
+                rest -= 1
+        kinds['class lines and constants'] += rest
     return kinds
 
 

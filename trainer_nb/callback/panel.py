@@ -125,7 +125,7 @@ class PanelStatus:
                 ):
         self.learn, self.label = learn, label
         self.state: str | None = None  # a key of PANEL_MESSAGES, 'requested', or 'ended'
-        self.t0, self.lock = time.perf_counter(), threading.RLock()  # (a click holds it while it sets the line)
+        self.t0, self.lock = time.perf_counter(), threading.Lock()
 
     def set(self, state: str, text: str | None = None) -> bool:
         "Show `state`, with `text` or its message; False, changing nothing, once the fit has ended."
@@ -206,15 +206,14 @@ class ControlPanelCallback(SkipsIdleEvents, Callback):
 
     def _clicked(self, name: str, button, status: PanelStatus):
         "A click: on the frontend's subshell thread while the fit runs, so it only sets values and queues a request."
-        with status.lock:  # the fit's last line waits for the click's
-            line = None if name == 'stop' else f"{button.description}: requested, at the next batch..."
-            if not status.set('stopping' if name == 'stop' else 'requested', line):  # that fit has ended
-                status.label.value = PANEL_MESSAGES['late']
-                return
-            if name == 'stop':
-                for w in self.buttons.values(): w.disabled = True
-            button.disabled = name in ('stop', 'stop_epoch')
-            request_control(self.learn.controls, name, self.buttons['factor'].value)
+        line = None if name == 'stop' else f"{button.description}: requested, at the next batch..."
+        if not status.set('stopping' if name == 'stop' else 'requested', line):  # that fit has ended
+            status.label.value = PANEL_MESSAGES['late']
+            return
+        if name == 'stop':
+            for w in self.buttons.values(): w.disabled = True
+        elif name == 'stop_epoch': button.disabled = True
+        request_control(self.learn.controls, name, self.buttons['factor'].value)  # last: see `PanelStatus`
 
     def _check_frontend(self):
         "A few seconds in (on a timer thread): warn if the frontend has opened no subshell to send clicks on."
