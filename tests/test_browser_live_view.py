@@ -288,6 +288,9 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
             changes = page.evaluate('() => window.__watch.status')  # (time, status) of each change the page saw
             assert all(status == 'busy' and '| Busy' in bar for status, bar in statuses), (statuses, changes)
             element_screenshot(page, '.jp-OutputArea-output img', shots / 'live_view_plot_running.png')
+            # the saved notebook is checked for the epoch table below, so Stop comes after the first epoch's row:
+            # an epoch takes about 1 s, but on a loaded machine 5 s were once less than one epoch (44 of 45 steps)
+            wait_for(lambda: 'train_loss' in outputs_text(page), 120, "the first epoch's row in the progress table")
             t_stop = time.time()
 
             # 3. Stop: the fit ends at a batch boundary, and the next cell prints the counts
