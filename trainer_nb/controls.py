@@ -16,8 +16,9 @@ class Controls:
     "Requests to a running fit, from any thread; the loop applies them at the next batch boundary."
     def __init__(self):
         self._lock = threading.Lock()
-        self._queue: list[tuple] = []  # requests not yet applied: ('save', 'last'), ('scale_lr', 0.5)...
-        self.waiting = False           # whether the queue has requests: read by the loop at each boundary
+        self._queue: list[tuple] = []  # requests not yet taken by the loop: ('save', 'last'), ('scale_lr', 0.5)...
+        self.pending: list[tuple] = [] # taken at a boundary and not yet carried out (a stop leaves them to `resume`)
+        self.waiting = False           # whether there are requests to take: read by the loop at each boundary
         self.lr_scale = 1.             # the factor on the lr, from scale_lr (saved in checkpoints)
         self.stop_after_epoch = False  # set when a stop(when='epoch') takes effect
         self.history: list[dict] = []  # each request that took effect: {'control', 'value', 'step', 'message'}
@@ -50,10 +51,15 @@ class Controls:
             self.waiting = True
 
     def take(self) -> list[tuple]:
-        "The requests waiting, in order (the queue is then empty)."
+        "The requests to carry out now: stops first, then those a stop left pending, then the new ones, in order."
         with self._lock:
-            requests, self._queue, self.waiting = self._queue, [], False
-        return requests
+            requests, self.pending, self._queue, self.waiting = self.pending + self._queue, [], [], False
+        return sorted(requests, key=lambda request: request[0] != 'stop')  # (stable: the others keep their order)
+
+    def start_fit(self):
+        "A fit starts (or resumes): no stop after the epoch yet; what a stop left pending is taken at the first boundary."
+        self.stop_after_epoch = False
+        if self.pending: self.waiting = True
 
     def took_effect(self, kind: str, value, step: int, storage, result=None) -> str:
         "What the loop calls once it has carried out a request at `step` (`result`: the saved path, the validation's results)."
@@ -68,15 +74,20 @@ class Controls:
             self.lr_scale *= value
             message = f"lr x{self.lr_scale:.3g} from step {step}"
         storage.put_scalar(f'control/{kind}', self.lr_scale if kind == 'scale_lr' else 1., smoothing_hint=False)
-        self.record(kind, value, step, message)
+        self.history.append({'control': kind, 'value': value, 'step': step, 'message': message})
+        self.last = message
+        if self.pending and self.pending[0] == (kind, value): del self.pending[0]
         return message
 
-    def record(self, control: str, value, step: int, message: str):
-        "Note that a request took effect, in `history` and in `last`."
-        self.history.append({'control': control, 'value': value, 'step': step, 'message': message})
-        self.last = message
+    def state_dict(self) -> dict:
+        "The lr scale, the history, and the requests not yet carried out (resuming from the checkpoint carries them out)."
+        with self._lock: pending = [list(r) for r in self.pending + self._queue]
+        return {'lr_scale': self.lr_scale, 'history': [dict(h) for h in self.history], 'pending': pending}
 
-    def state_dict(self) -> dict: return {'lr_scale': self.lr_scale, 'history': [dict(h) for h in self.history]}
     def load_state_dict(self, state: dict):
+        pending = [tuple(r) for r in state.get('pending', [])]  # (checkpoints before pending requests were saved)
+        if any(len(r) != 2 or r[0] not in ('stop', 'save', 'validate', 'scale_lr') for r in pending):
+            raise ValueError(f"The controls' state has requests this library does not know: {pending}.")
         self.lr_scale, self.history = float(state['lr_scale']), [dict(h) for h in state['history']]
         self.last = self.history[-1]['message'] if self.history else None
+        with self._lock: self.pending, self._queue, self.waiting = pending, [], bool(pending)

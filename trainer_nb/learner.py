@@ -279,6 +279,7 @@ class BatchBoundary(LoopParts):
         requests = self.controls.take() if self.controls.waiting else []
         if self.guard is not None and self.guard.deferred and self.guard.seen(): self._stop_nonfinite()
         code, requests = self.comm.at_boundary(_STOP_CODES[self.stop_kind] if self.stop_requested else 0, requests)
+        if requests: self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
         for kind, value in requests: self._apply_control(kind, value)
         if code: self.stop_requested, self.stop_kind = True, _STOP_KINDS[code]
         if self.stop_requested: raise CancelFitException('stop requested')
@@ -298,7 +299,7 @@ class TrainingLoop(BatchBoundary):
 
     def _do_epoch(self):
         state = self.fit_state
-        if not state.train_done:
+        if not state.train_done and not state.target_reached:  # (resumed after its last step: only validation is left)
             self._set_mode(True, self.dls.train)
             self.callbacks.phase('train', self._train_batches, CancelTrainException, finish=state.finish_train)
         if self.dls.valid is not None and state.eval_due_at_epoch_end(): self._validate_in_fit()
@@ -348,7 +349,8 @@ class FitRunner(FitSetup):
     def _run_fit(self, state: FitState, cbs: list):
         self.fit_state, self.stop_point.fit_cbs = state, cbs
         state.stop_reason, state.resumable = None, False
-        self.stop_requested, self.stop_kind, self.controls.stop_after_epoch = False, 'interrupted', False
+        self.stop_requested, self.stop_kind = False, 'interrupted'
+        self.controls.start_fit()
         self._match_world()  # a resumed fit may come from another number of processes
         self.guard = nan_guard_for(self.nan_guard, self.opt, self.device)
         with self.added_cbs(cbs), self.storage, DeferredInterrupt(self._on_interrupt):
@@ -466,7 +468,7 @@ class Learner(Evaluation):
         state = self._new_fit_state(n_epochs, n_steps, eval_every, cbs)
         if lr is not None:
             for g in self.opt.param_groups: g['lr'] = check_lr(lr)
-        self.stop_point = StopPoint()
+        self.stop_point, self.controls.pending = StopPoint(), []  # (what a stopped fit left undone is for `resume`)
         self._run_fit(state, cbs)
 
     def resume(self,

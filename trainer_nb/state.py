@@ -93,14 +93,19 @@ class FitState(StepCount):
 
     @property
     def done(self) -> bool:
-        "Whether the target is reached."
-        if self.n_steps is not None: return self.fit_steps >= self.n_steps
+        "Whether the fit is over: its target reached, and (by steps) the epoch that reached it ended, validation included."
+        if self.n_steps is not None: return self.target_reached and self.epoch_iter == 0
         return self.n_epochs is not None and self.epoch >= self.n_epochs
+
+    @property
+    def target_reached(self) -> bool:
+        "Whether a fit by steps has taken all its steps (the epoch that took the last one may still be running)."
+        return self.n_steps is not None and self.fit_steps >= self.n_steps
 
     @property
     def last_epoch(self) -> bool:
         "Whether the epoch running now is the last one of the fit."
-        if self.n_steps is not None: return self.fit_steps >= self.n_steps
+        if self.n_steps is not None: return self.target_reached
         return self.epoch + 1 >= self.n_epochs
 
     def start_train_batch(self, n_samples: int):

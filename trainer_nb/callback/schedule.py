@@ -177,10 +177,14 @@ class TorchScheduler(Callback):
 
     def before_fit(self):
         if self.scheduler is not None: return  # a resumed fit keeps its scheduler
-        self.scheduler = self.make(self.learn.opt)
+        groups = self.learn.opt.param_groups
+        lrs = [group['lr'] for group in groups]  # (restored from a checkpoint, when resuming after a restart)
+        self.scheduler = self.make(self.learn.opt)  # (this sets the lr of the scheduler's first step)
         if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             raise TypeError("torch's ReduceLROnPlateau needs a metric: use trainer_nb's ReduceLROnPlateau callback.")
-        if self._pending is not None: self._load(self._pending)
+        if self._pending is None: return
+        self._load(self._pending)
+        for group, lr in zip(groups, lrs): group['lr'] = lr
 
     def after_step(self):
         if self.every == 'batch': self.scheduler.step()
@@ -190,7 +194,6 @@ class TorchScheduler(Callback):
 
     def _load(self, state: dict):
         self.scheduler.load_state_dict(state)
-        for group, lr in zip(self.learn.opt.param_groups, self.scheduler.get_last_lr()): group['lr'] = lr
         self._pending = None
 
     def state_dict(self) -> dict: return {'scheduler': self.scheduler.state_dict() if self.scheduler else self._pending}

@@ -1,0 +1,275 @@
+"""Exact resume across combinations of features, drawn at random from a seed.
+
+Each trial draws a configuration (fit method, epochs or steps, `eval_every`, gradient accumulation, clipping, bf16
+autocast, `ReduceLROnPlateau`, a torch scheduler, BatchNorm, drop_last, periodic checkpoints, and controls requested
+at fixed steps: scale the lr, validate, save) and runs it once uninterrupted. Then the same run is stopped once or
+twice (Stop, `controls.stop(when='epoch')` or `request_stop`, in training, in a validation or after an epoch) and
+resumed in process or from a checkpoint of a new learner; and a new learner resumes from checkpoints the reference
+run wrote mid-fit (periodic ones, and Save now's). Every continuation must end as the reference did: the same
+weights, optimizer state, step and sample counts, and storage history (but for the stops themselves and timings).
+
+The three bugs this found are also pinned by the targeted tests below: a validation requested together with a stop
+was lost (and `ReduceLROnPlateau` then acted on one validation less); requests queued when a checkpoint was written
+were not in it; a fit by steps stopped during its final validation could not be resumed.
+"""
+import contextlib
+import io
+import os
+import random
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainer_nb.callback.checkpoint import PeriodicCheckpoints
+from trainer_nb.callback.core import Callback
+from trainer_nb.callback.schedule import TorchScheduler
+from trainer_nb.callback.tracker import ReduceLROnPlateau
+from trainer_nb.callback.training import GradientAccumulation, GradientClip, MixedPrecision
+from trainer_nb.learner import Learner
+from trainer_nb.metrics import accuracy
+from resume_harness import Noise
+
+
+def data(n_train):
+    g = torch.Generator().manual_seed(123)
+    x = torch.randn(n_train + 48, 8, generator=g)
+    y = (x[:, 0] + x[:, 1] > 0).long()
+    return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
+
+
+class Steer(Callback):
+    "Request controls at fixed steps, once each: the same requests at the same steps in every run of a trial."
+    order = -30
+    def __init__(self, plan): self.plan, self.done = plan, set()
+
+    def after_batch(self):
+        learn = self.learn
+        if not learn.training: return
+        for step, kind in self.plan:
+            if learn.step == step and (step, kind) not in self.done:
+                self.done.add((step, kind))
+                if kind == 'scale_lr': learn.controls.scale_lr(0.5)
+                elif kind == 'validate': learn.controls.validate()
+                else: learn.controls.save('mid')
+
+    def state_dict(self): return {'done': sorted(self.done)}
+    def load_state_dict(self, state): self.done = {tuple(d) for d in state['done']}
+
+
+class Stopper(Callback):
+    """Ask for a stop at chosen points: ('train', event, step, how), ('valid', (k, i), how) before batch i of the
+    k-th validation, ('epoch', e, how) after epoch e; `how`: 'stop' (the Stop button's request), 'stop_epoch' or
+    'request' (`learn.request_stop()`). `fired` is carried over to the learner that resumes."""
+    order = -40
+    def __init__(self, points, fired=()): self.points, self.fired, self.validations = points, list(fired), 0
+
+    def handlers(self):
+        return {e: (lambda e=e: self._check(e)) for e in ('before_batch', 'after_loss', 'after_step', 'after_batch',
+                                                          'after_validate', 'after_epoch')}
+
+    def _check(self, event):
+        learn = self.learn
+        if event == 'after_validate': self.validations += 1
+        for p in self.points:
+            if p in self.fired: continue
+            if p[0] == 'train': hit = learn.training and event == p[1] and learn.step == p[2]
+            elif p[0] == 'valid': hit = (not learn.training and event == 'before_batch'
+                                         and (self.validations, learn.iter) == p[1])
+            else: hit = event == 'after_epoch' and learn.epoch == p[1]
+            if hit:
+                self.fired.append(p)
+                how = p[-1]
+                if how == 'request': learn.request_stop()
+                else: learn.controls.stop(when='epoch' if how == 'stop_epoch' else 'batch')
+                return
+
+
+def draw_config(rng):
+    return {'n_train': rng.choice([96, 100, 128]), 'bs': rng.choice([8, 12, 16]), 'drop_last': rng.random() < 0.3,
+            'method': rng.choice(['fit', 'one_cycle', 'flat_cos', 'torch_sched']), 'by_steps': rng.random() < 0.4,
+            'eval_every': rng.choice([None, None, 5, 7]), 'accum': rng.choice([1, 1, 2, 3]),
+            'clip': rng.random() < 0.3, 'bf16': rng.random() < 0.2, 'plateau': rng.random() < 0.3,
+            'bn': rng.random() < 0.5, 'epochs': rng.choice([2, 3]), 'periodic': rng.choice([None, None, 4, 9]),
+            'steer': [(rng.randrange(1, 20), rng.choice(['scale_lr', 'validate', 'save']))
+                      for _ in range(rng.randrange(0, 3))]}
+
+
+def build(c, path, extra=()):
+    torch.manual_seed(0); np.random.seed(0); random.seed(0)
+    train, valid = data(c['n_train'])
+    layers = [nn.Linear(8, 16), *([nn.BatchNorm1d(16)] if c['bn'] else []), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 2)]
+    cbs = [Noise(), Steer(c['steer'])]
+    if c['accum'] > 1: cbs.append(GradientAccumulation(c['accum']))
+    if c['clip']: cbs.append(GradientClip(1.0))
+    if c['bf16']: cbs.append(MixedPrecision(torch.bfloat16))
+    if c['plateau']: cbs.append(ReduceLROnPlateau(patience=1, factor=2, print_fn=lambda *a: None))
+    if c['method'] == 'torch_sched': cbs.append(TorchScheduler(lambda opt: torch.optim.lr_scheduler.StepLR(opt, 5, 0.7)))
+    if c['periodic']: cbs.append(PeriodicCheckpoints(every_steps=c['periodic'], keep=100))
+    dls = (DataLoader(train, c['bs'], shuffle=True, drop_last=c['drop_last']), DataLoader(valid, 16))
+    return Learner(nn.Sequential(*layers), dls, nn.functional.cross_entropy, metrics=[accuracy], lr=1e-2, path=path,
+                   cbs=[*cbs, *extra], progress=False)
+
+
+def start(learn, c):
+    n_epochs, kw = (None, {'n_steps': 25}) if c['by_steps'] else (c['epochs'], {})
+    with contextlib.redirect_stdout(io.StringIO()):
+        if c['method'] == 'one_cycle': learn.fit_one_cycle(n_epochs, 1e-2, eval_every=c['eval_every'], **kw)
+        elif c['method'] == 'flat_cos': learn.fit_flat_cos(n_epochs, 1e-2, eval_every=c['eval_every'], **kw)
+        else: learn.fit(n_epochs, eval_every=c['eval_every'], **kw)
+
+
+def quiet_resume(learn):
+    with contextlib.redirect_stdout(io.StringIO()): learn.resume()
+
+
+def draw_stops(rng, total_steps):
+    points = []
+    for _ in range(rng.choice([1, 2])):
+        r, how = rng.random(), rng.choice(['stop', 'request'])
+        if r < 0.6:
+            event = rng.choice(['before_batch', 'after_loss', 'after_step', 'after_batch'])
+            points.append(('train', event, rng.randrange(0, total_steps), how))
+        elif r < 0.85: points.append(('valid', (rng.randrange(0, 2), rng.randrange(0, 3)), how))
+        else: points.append(('epoch', rng.randrange(0, 2), rng.choice(['stop', 'stop_epoch', 'request'])))
+    return points
+
+
+def storage_history(learn):
+    "The storage without timings, and without the stops (the reference never stopped)."
+    return {n: h.values() for n, h in learn.storage.histories().items()
+            if not n.startswith('time/') and n != 'control/stop'}
+
+
+def assert_same_end(ref, learn, what):
+    for (name, a), (_, b) in zip(ref.model.state_dict().items(), learn.model.state_dict().items()):
+        assert torch.equal(a, b), f"{what}: the weights differ at {name}"
+    sa, sb = ref.opt.state_dict(), learn.opt.state_dict()
+    assert sa['param_groups'] == sb['param_groups'], f"{what}: the optimizer's groups differ"
+    for i in sa['state']:
+        for k in sa['state'][i]:
+            assert torch.equal(torch.as_tensor(sa['state'][i][k]), torch.as_tensor(sb['state'][i][k])), (what, i, k)
+    assert (ref.step, ref.fit_state.samples, ref.stop_reason) == (learn.step, learn.fit_state.samples,
+                                                                   learn.stop_reason), what
+    ha, hb = storage_history(ref), storage_history(learn)
+    differ = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
+    assert not differ, f"{what}: the storage differs in {differ}"
+
+
+def run_trial(seed, tmp_path):
+    "One trial; returns the continuations it checked ('memory', 'disk', 'checkpoint <name>')."
+    rng = random.Random(seed)
+    c = draw_config(rng)
+    ref = build(c, tmp_path / 'ref')
+    start(ref, c)
+    assert ref.stop_reason == 'completed'
+    points = draw_stops(rng, ref.step)
+    path, checked = tmp_path / 'stopped', []
+    stopper = Stopper(points)
+    learn = build(c, path, [stopper])
+    start(learn, c)
+    for _ in range(len(points) + 1):
+        if learn.stop_reason == 'completed': break
+        assert (learn.stop_reason, learn.fit_state.resumable) == ('interrupted', True), (c, points, learn.fit_state)
+        if rng.random() < 0.5:  # a restart: a new learner, from the checkpoint SaveOnStop wrote
+            stopper = Stopper(points, stopper.fired)
+            learn = build(c, path, [stopper])
+            learn.load('last')
+            checked.append('disk')
+        else: checked.append('memory')
+        quiet_resume(learn)
+    assert_same_end(ref, learn, f"trial {seed}, stops {points}, resumed {checked}, config {c}")
+    # a restart from checkpoints the reference wrote during its fit (periodic ones, and Save now's)
+    folder = tmp_path / 'ref' / 'checkpoints'
+    written = sorted(f for f in os.listdir(folder) if f != 'last.pt') if folder.is_dir() else []
+    for name in rng.sample(written, min(2, len(written))):
+        folder = tmp_path / f"from_{name[:-3]}"
+        (folder / 'checkpoints').mkdir(parents=True)
+        shutil.copy(tmp_path / 'ref' / 'checkpoints' / name, folder / 'checkpoints' / 'saved.pt')
+        again = build(c, folder)
+        again.load('saved')
+        quiet_resume(again)
+        assert_same_end(ref, again, f"trial {seed}, resumed from the reference's {name}, config {c}")
+        checked.append(f"checkpoint {name}")
+    return checked
+
+
+@pytest.mark.parametrize('block', range(4))
+def test_random_combinations_resume_exactly(tmp_path, block):
+    checked = []
+    for seed in range(block * 15, (block + 1) * 15):
+        checked += run_trial(seed, tmp_path / str(seed))
+    assert {'memory', 'disk'} <= set(checked) and any(c.startswith('checkpoint') for c in checked)
+
+
+@pytest.mark.slow
+def test_random_combinations_resume_exactly_many(tmp_path):
+    for seed in range(60, 360): run_trial(seed, tmp_path / str(seed))
+
+
+# ---- the bugs the random trials found, one by one
+
+def plateau_config(**changes):
+    c = {'n_train': 96, 'bs': 16, 'drop_last': False, 'method': 'fit', 'by_steps': False, 'eval_every': None,
+         'accum': 1, 'clip': False, 'bf16': False, 'plateau': True, 'bn': False, 'epochs': 3, 'periodic': None,
+         'steer': [(8, 'validate')]}
+    return {**c, **changes}
+
+
+@pytest.mark.parametrize('restart', [False, True], ids=['in_process', 'after_restart'])
+def test_validation_requested_with_a_stop_is_done_on_resume(tmp_path, restart):
+    "Stop and Validate in the same batch: the stop ends the fit; resume does the validation at the same step."
+    c = plateau_config()
+    ref = build(c, tmp_path / 'ref')
+    start(ref, c)
+    learn = build(c, tmp_path / 'run', [Stopper([('train', 'after_batch', 8, 'stop')])])
+    start(learn, c)
+    assert learn.stop_reason == 'interrupted' and learn.controls.pending == [('validate', None)]
+    assert [h['control'] for h in learn.controls.history] == ['stop']
+    if restart:
+        learn = build(c, tmp_path / 'run', [Stopper([], fired=[('train', 'after_batch', 8, 'stop')])])
+        learn.load('last')
+    quiet_resume(learn)
+    assert [h['control'] for h in learn.controls.history] == ['stop', 'validate']
+    assert learn.controls.history[-1]['step'] == 8
+    assert_same_end(ref, learn, 'validate with stop')
+
+
+def test_a_new_fit_drops_what_a_stopped_fit_left_pending(tmp_path):
+    c = plateau_config()
+    learn = build(c, tmp_path, [Stopper([('train', 'after_batch', 8, 'stop')])])
+    start(learn, c)
+    assert learn.controls.pending == [('validate', None)]
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1)
+    assert learn.controls.pending == [] and [h['control'] for h in learn.controls.history] == ['stop']
+
+
+def test_resume_from_a_save_now_checkpoint(tmp_path):
+    "A checkpoint written by Save now holds the requests of its boundary not yet carried out; resume carries them out."
+    c = plateau_config(steer=[(5, 'save'), (5, 'scale_lr')])
+    ref = build(c, tmp_path / 'ref')
+    start(ref, c)
+    again = build(c, tmp_path / 'ref')
+    again.load('mid')
+    assert again.controls.pending == [('save', 'mid'), ('scale_lr', 0.5)]
+    quiet_resume(again)
+    assert [h['message'] for h in again.controls.history] == [h['message'] for h in ref.controls.history]
+    assert_same_end(ref, again, 'resumed from mid.pt')
+
+
+def test_step_fit_stopped_in_its_final_validation_resumes(tmp_path):
+    "A fit by steps ends its last epoch with a validation; a stop there leaves a fit that resume finishes."
+    c = plateau_config(by_steps=True, plateau=False, steer=[])
+    ref = build(c, tmp_path / 'ref')
+    start(ref, c)
+    n_validations = len(ref.storage.history('valid/loss').values())
+    learn = build(c, tmp_path / 'run', [Stopper([('valid', (n_validations - 1, 1), 'request')])])
+    start(learn, c)
+    state = learn.fit_state
+    assert (learn.stop_reason, state.fit_steps, state.target_reached, state.done) == ('interrupted', 25, True, False)
+    quiet_resume(learn)
+    assert learn.stop_reason == 'completed' and learn.step == 25  # no step beyond the target
+    assert_same_end(ref, learn, 'stopped in the final validation')
