@@ -1,16 +1,21 @@
 """Exact resume across combinations of features, drawn at random from a seed.
 
 Each trial draws a configuration (fit method, epochs or steps, `eval_every`, gradient accumulation, clipping, bf16
-autocast, `ReduceLROnPlateau`, a torch scheduler, BatchNorm, drop_last, periodic checkpoints, and controls requested
-at fixed steps: scale the lr, validate, save) and runs it once uninterrupted. Then the same run is stopped once or
-twice (Stop, `controls.stop(when='epoch')` or `request_stop`, in training, in a validation or after an epoch) and
-resumed in process or from a checkpoint of a new learner; and a new learner resumes from checkpoints the reference
-run wrote mid-fit (periodic ones, and Save now's). Every continuation must end as the reference did: the same
-weights, optimizer state, step and sample counts, and storage history (but for the stops themselves and timings).
+or fp16 autocast, `ReduceLROnPlateau`, a torch scheduler, BatchNorm, drop_last, a loader of unknown length, a first
+fit before the one stopped, periodic checkpoints, controls requested at fixed steps (scale the lr, validate, save),
+and batches, backward passes or steps that a callback cancels) and runs it once uninterrupted. Then the same run is
+stopped once or twice (Stop, `controls.stop(when='epoch')` or `request_stop`, in training, in a validation or after
+an epoch) and resumed in process, after a look around (`validate`, `get_preds`, `predict`, `lr_find`, `save`,
+`show_loop`), or from the checkpoint of a new learner; and a new learner resumes from checkpoints the reference run
+wrote mid-fit (periodic ones, and Save now's). Every continuation must end as the reference did: the same weights,
+optimizer state, step and sample counts, and storage history (but for the stops themselves and timings).
 
-The three bugs this found are also pinned by the targeted tests below: a validation requested together with a stop
-was lost (and `ReduceLROnPlateau` then acted on one validation less); requests queued when a checkpoint was written
-were not in it; a fit by steps stopped during its final validation could not be resumed.
+The bugs it found are pinned by the targeted tests below and in the notebooks: a validation requested together with
+a stop was lost (and `ReduceLROnPlateau` then acted on one validation less); requests queued when a checkpoint was
+written were not in it; a fit by steps stopped during its final validation could not be resumed; `TorchScheduler`
+after a restart undid an lr change made since its last step; and, with cancels, the end-of-epoch step crashed,
+`lr_find` crashed or divided by zero, and fp16's scaler failed (after a cancelled backward or step, or resuming a
+checkpoint's accumulated gradients).
 """
 import contextlib
 import io
@@ -22,10 +27,10 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from trainer_nb.callback.checkpoint import PeriodicCheckpoints
-from trainer_nb.callback.core import Callback
+from trainer_nb.callback.core import Callback, CancelBackwardException, CancelBatchException, CancelStepException
 from trainer_nb.callback.schedule import TorchScheduler
 from trainer_nb.callback.tracker import ReduceLROnPlateau
 from trainer_nb.callback.training import GradientAccumulation, GradientClip, MixedPrecision
@@ -41,9 +46,17 @@ def data(n_train):
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
 
 
+class Chunks(IterableDataset):
+    "A dataset of batches, in a fixed order: its loader has no length."
+    def __init__(self, ds, bs): self.ds, self.bs = ds, bs
+    def __iter__(self):
+        for i in range(0, len(self.ds), self.bs): yield self.ds[i:i + self.bs]
+
+
 class Steer(Callback):
     "Request controls at fixed steps, once each: the same requests at the same steps in every run of a trial."
     order = -30
+    during_lr_find = False
     def __init__(self, plan): self.plan, self.done = plan, set()
 
     def after_batch(self):
@@ -65,6 +78,7 @@ class Stopper(Callback):
     k-th validation, ('epoch', e, how) after epoch e; `how`: 'stop' (the Stop button's request), 'stop_epoch' or
     'request' (`learn.request_stop()`). `fired` is carried over to the learner that resumes."""
     order = -40
+    during_lr_find = False
     def __init__(self, points, fired=()): self.points, self.fired, self.validations = points, list(fired), 0
 
     def handlers(self):
@@ -88,14 +102,46 @@ class Stopper(Callback):
                 return
 
 
+class Canceller(Callback):
+    "Raise a cancel at chosen (event, training batch, kind) points, in every run of a trial."
+    order = -35
+    during_lr_find = False
+    def __init__(self, plan): self.plan = plan
+
+    def handlers(self):
+        return {e: (lambda e=e: self._check(e)) for e in {event for event, _, _ in self.plan}}
+
+    def _check(self, event):
+        learn = self.learn
+        for e, batch, kind in self.plan:
+            if learn.training and e == event and learn.fit_state.batches == batch:
+                raise {'batch': CancelBatchException, 'step': CancelStepException,
+                       'backward': CancelBackwardException}[kind]
+
+
+def draw_cancel(rng):
+    kind = rng.choice(['batch', 'step', 'backward'])
+    event = {'batch': rng.choice(['before_batch', 'after_loss', 'before_backward', 'after_backward', 'before_step']),
+             'step': 'before_step', 'backward': 'before_backward'}[kind]
+    return event, rng.randrange(1, 30), kind
+
+
 def draw_config(rng):
-    return {'n_train': rng.choice([96, 100, 128]), 'bs': rng.choice([8, 12, 16]), 'drop_last': rng.random() < 0.3,
+    c = {'n_train': rng.choice([96, 100, 128]), 'bs': rng.choice([8, 12, 16]), 'drop_last': rng.random() < 0.3,
             'method': rng.choice(['fit', 'one_cycle', 'flat_cos', 'torch_sched']), 'by_steps': rng.random() < 0.4,
             'eval_every': rng.choice([None, None, 5, 7]), 'accum': rng.choice([1, 1, 2, 3]),
             'clip': rng.random() < 0.3, 'bf16': rng.random() < 0.2, 'plateau': rng.random() < 0.3,
             'bn': rng.random() < 0.5, 'epochs': rng.choice([2, 3]), 'periodic': rng.choice([None, None, 4, 9]),
             'steer': [(rng.randrange(1, 20), rng.choice(['scale_lr', 'validate', 'save']))
-                      for _ in range(rng.randrange(0, 3))]}
+                      for _ in range(rng.randrange(0, 3))],
+            'fp16': rng.random() < 0.2, 'unknown_length': rng.random() < 0.15, 'two_fits': rng.random() < 0.2,
+            'cancels': [draw_cancel(rng) for _ in range(rng.choice([0, 0, 1, 2]))],
+            'look': rng.sample(['validate', 'get_preds', 'predict', 'lr_find', 'save', 'show_loop'], rng.randrange(0, 3))}
+    if c['fp16']: c['bf16'] = False
+    if c['two_fits']:  # (a checkpoint of the first fit would resume that fit, not the reference's second one)
+        c['periodic'], c['steer'] = None, [s for s in c['steer'] if s[1] != 'save']
+    if c['unknown_length'] and c['method'] in ('one_cycle', 'flat_cos'): c['by_steps'] = True  # (they need a length)
+    return c
 
 
 def build(c, path, extra=()):
@@ -105,11 +151,14 @@ def build(c, path, extra=()):
     cbs = [Noise(), Steer(c['steer'])]
     if c['accum'] > 1: cbs.append(GradientAccumulation(c['accum']))
     if c['clip']: cbs.append(GradientClip(1.0))
-    if c['bf16']: cbs.append(MixedPrecision(torch.bfloat16))
+    if c['bf16'] or c['fp16']: cbs.append(MixedPrecision(torch.float16 if c['fp16'] else torch.bfloat16, init_scale=2.**8))
     if c['plateau']: cbs.append(ReduceLROnPlateau(patience=1, factor=2, print_fn=lambda *a: None))
     if c['method'] == 'torch_sched': cbs.append(TorchScheduler(lambda opt: torch.optim.lr_scheduler.StepLR(opt, 5, 0.7)))
     if c['periodic']: cbs.append(PeriodicCheckpoints(every_steps=c['periodic'], keep=100))
-    dls = (DataLoader(train, c['bs'], shuffle=True, drop_last=c['drop_last']), DataLoader(valid, 16))
+    if c['cancels']: cbs.append(Canceller(c['cancels']))
+    if c['unknown_length']: train_dl = DataLoader(Chunks(train, c['bs']), batch_size=None)
+    else: train_dl = DataLoader(train, c['bs'], shuffle=True, drop_last=c['drop_last'])
+    dls = (train_dl, DataLoader(valid, 16))
     return Learner(nn.Sequential(*layers), dls, nn.functional.cross_entropy, metrics=[accuracy], lr=1e-2, path=path,
                    cbs=[*cbs, *extra], progress=False)
 
@@ -117,13 +166,24 @@ def build(c, path, extra=()):
 def start(learn, c):
     n_epochs, kw = (None, {'n_steps': 25}) if c['by_steps'] else (c['epochs'], {})
     with contextlib.redirect_stdout(io.StringIO()):
+        if c['two_fits']:  # a first fit, never stopped
+            with learn.removed_cbs(*[cb for cb in learn.cbs if isinstance(cb, Stopper)]): learn.fit(1)
         if c['method'] == 'one_cycle': learn.fit_one_cycle(n_epochs, 1e-2, eval_every=c['eval_every'], **kw)
         elif c['method'] == 'flat_cos': learn.fit_flat_cos(n_epochs, 1e-2, eval_every=c['eval_every'], **kw)
         else: learn.fit(n_epochs, eval_every=c['eval_every'], **kw)
 
 
-def quiet_resume(learn):
-    with contextlib.redirect_stdout(io.StringIO()): learn.resume()
+def quiet_resume(learn, look=()):
+    "Resume, after looking around as a person might between the two cells."
+    with contextlib.redirect_stdout(io.StringIO()):
+        for what in look:
+            if what == 'validate': learn.validate()
+            elif what == 'get_preds': learn.get_preds()
+            elif what == 'predict': learn.predict(torch.randn(8))
+            elif what == 'lr_find': learn.lr_find(num_it=20, show_plot=False)
+            elif what == 'save': learn.save('look')
+            else: learn.show_loop()
+        learn.resume()
 
 
 def draw_stops(rng, total_steps):
@@ -180,7 +240,7 @@ def run_trial(seed, tmp_path):
             learn.load('last')
             checked.append('disk')
         else: checked.append('memory')
-        quiet_resume(learn)
+        quiet_resume(learn, c['look'])
     assert_same_end(ref, learn, f"trial {seed}, stops {points}, resumed {checked}, config {c}")
     # a restart from checkpoints the reference wrote during its fit (periodic ones, and Save now's)
     folder = tmp_path / 'ref' / 'checkpoints'
@@ -215,7 +275,7 @@ def test_random_combinations_resume_exactly_many(tmp_path):
 def plateau_config(**changes):
     c = {'n_train': 96, 'bs': 16, 'drop_last': False, 'method': 'fit', 'by_steps': False, 'eval_every': None,
          'accum': 1, 'clip': False, 'bf16': False, 'plateau': True, 'bn': False, 'epochs': 3, 'periodic': None,
-         'steer': [(8, 'validate')]}
+         'steer': [(8, 'validate')], 'fp16': False, 'unknown_length': False, 'two_fits': False, 'cancels': [], 'look': []}
     return {**c, **changes}
 
 

@@ -178,11 +178,16 @@ class OneBatch(LearnerState):
         if self.guard is not None and self.loss is not None and self.guard.nonfinite(self.loss):
             self._stop_nonfinite(self.loss)
             raise CancelBatchException  # no backward, no step
-        self.callbacks.phase('backward', self._backward, CancelBackwardException)
-        self.fit_state.pending_micro += 1
+        try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
+        finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
         if self.fit_state.steps_now: self._step_and_zero()
 
     def _backward(self): self.loss_grad.backward()
+
+    def _step_last_group(self):
+        "Step what the epoch's last batches left (a loader of unknown length, a skipped batch); a callback may put it off."
+        try: self._step_and_zero()
+        except CancelBatchException: pass  # (its gradients go on to the next step, as when a batch puts its step off)
 
     def _stop_nonfinite(self, loss=None):
         "The NaN guard saw a NaN or infinite loss: say where, and stop the fit at the next batch boundary."
@@ -322,7 +327,7 @@ class TrainingLoop(BatchBoundary):
             if state.eval_every: self._eval_if_due()
             t0 = time.perf_counter()
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
-        if state.pending_micro: self._step_and_zero()  # a loader of unknown length: flush the accumulation
+        if state.pending_micro: self._step_last_group()
 
 # %% ../nbs/04_learner.ipynb #d2b2102b
 class FitSetup(TrainingLoop):

@@ -46,7 +46,8 @@ class PeriodicCheckpoints(Callback):
 
     def after_batch(self):
         learn = self.learn
-        if self.every_steps and learn.training and learn.step % self.every_steps == 0: self._save_periodic()
+        if self.every_steps and learn.training and learn.fit_state.fit_steps and learn.step % self.every_steps == 0:
+            self._save_periodic()  # (once per step: not again after a batch that made none, nor before the first)
 
     def after_epoch(self):
         if self.every_epochs and (self.learn.epoch + 1) % self.every_epochs == 0: self._save_periodic()

@@ -173,7 +173,7 @@ class TorchScheduler(Callback):
         if every not in ('batch', 'epoch'): raise ValueError(f"every must be 'batch' or 'epoch', got {every!r}.")
         if not callable(make): raise TypeError("make must be a function of the optimizer that returns a scheduler.")
         self.make, self.every = make, every
-        self.scheduler, self._pending = None, None
+        self.scheduler, self._pending, self._cancelled = None, None, False
 
     def before_fit(self):
         if self.scheduler is not None: return  # a resumed fit keeps its scheduler
@@ -186,8 +186,11 @@ class TorchScheduler(Callback):
         self._load(self._pending)
         for group, lr in zip(groups, lrs): group['lr'] = lr
 
+    def after_cancel_step(self): self._cancelled = True  # (no optimizer step: the schedule waits for the next one)
+
     def after_step(self):
-        if self.every == 'batch': self.scheduler.step()
+        if self.every == 'batch' and not self._cancelled: self.scheduler.step()
+        self._cancelled = False
 
     def after_epoch(self):
         if self.every == 'epoch' and self.learn.fit_state.epoch_complete: self.scheduler.step()
@@ -221,15 +224,19 @@ class LRFinder(Callback):
 
     def before_fit(self):
         self.lrs, self.losses, self._avg, self._best = [], [], 0., float('inf')
+        self._steps = None  # the optimizer steps when the running batch started
 
     def before_batch(self):
         if not self.learn.training: return
-        lr = self.lr_at(self.learn.fit_state.fit_steps)
+        self._steps = self.learn.fit_state.fit_steps
+        lr = self.lr_at(self._steps)
         for group in self.learn.opt.param_groups: group['lr'] = lr
 
     def after_batch(self):
         learn = self.learn
-        if not learn.training or not learn.fit_state.steps_now: return  # one point per optimizer step
+        steps, self._steps = self._steps, None
+        # a point only for a batch that made a step: none when accumulating, or when a callback cancelled it or its step
+        if not learn.training or steps in (None, learn.fit_state.fit_steps): return
         loss = float(learn.loss.detach())
         self._avg = self.beta * self._avg + (1 - self.beta) * loss
         smooth = self._avg / (1 - self.beta ** (len(self.losses) + 1))

@@ -69,13 +69,15 @@ class MixedPrecision(Callback):
             raise ValueError(f"MixedPrecision takes torch.bfloat16 or torch.float16, got {dtype}.")
         self.dtype, self.scaler_kwargs = dtype, scaler_kwargs
         self.scaler, self._scaler_state, self.autocast = None, None, HeldContext()
-        self.skipped = 0
+        self.skipped, self._unscaled = 0, False  # _unscaled: this step's gradients went through the scaler
 
     def before_fit(self):
         device = self.learn.device.type
         if self.dtype == torch.float16 and self.scaler is None:
             self.scaler = torch.amp.GradScaler(device, **self.scaler_kwargs)
             if self._scaler_state is not None: self.scaler.load_state_dict(self._scaler_state)
+            # (its scale tensor now: a resumed fit may step a checkpoint's gradients before a backward scales a loss)
+            self.scaler.scale(torch.zeros((), device=self.learn.device))
 
     def before_batch(self): self.autocast.enter(torch.autocast(self.learn.device.type, dtype=self.dtype))
     def after_loss(self): self.autocast.exit()
@@ -94,8 +96,9 @@ class MixedPrecision(Callback):
     def step(self, *args, **kwargs): self._finite = True
 
     def before_step(self):
-        if self.scaler is None: return
-        self._finite = False
+        if self.scaler is None or not any(p.grad is not None for g in self.param_groups for p in g['params']):
+            return  # (no gradient to unscale: a callback cancelled the backward)
+        self._finite, self._unscaled = False, True
         self.scaler.step(self)
         if not self._finite:
             self.skipped += 1
@@ -103,7 +106,8 @@ class MixedPrecision(Callback):
             raise CancelStepException
 
     def after_step(self):
-        if self.scaler is not None: self.scaler.update()
+        if self._unscaled: self.scaler.update()  # (not when a callback before this one cancelled the step)
+        self._unscaled = False
 
     def state_dict(self) -> dict:
         return {'scaler': self.scaler.state_dict() if self.scaler is not None else self._scaler_state,
