@@ -333,3 +333,30 @@ def test_step_fit_stopped_in_its_final_validation_resumes(tmp_path):
     quiet_resume(learn)
     assert learn.stop_reason == 'completed' and learn.step == 25  # no step beyond the target
     assert_same_end(ref, learn, 'stopped in the final validation')
+
+
+class Augmented(torch.utils.data.Dataset):
+    "Samples with random noise drawn as they load (an augmentation), in worker processes."
+    def __init__(self, n): self.x, self.y = data(n)[0].tensors
+    def __len__(self): return len(self.x)
+    def __getitem__(self, i): return self.x[i] + 0.1 * torch.randn(8), self.y[i]
+
+
+@pytest.mark.parametrize('persistent', [False, True])
+def test_augmentation_in_workers_resumes_exactly(tmp_path, persistent):
+    "Random augmentations drawn in 2 worker processes: a fit stopped mid-epoch and resumed after a restart ends alike."
+    def make(path, cbs=()):
+        torch.manual_seed(0)
+        train = DataLoader(Augmented(96), 8, shuffle=True, num_workers=2, persistent_workers=persistent)
+        return Learner(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)), (train, None),
+                       nn.functional.cross_entropy, lr=1e-2, path=path, cbs=list(cbs), progress=False)
+    ref = make(tmp_path / 'ref')
+    ref.fit(2)
+    assert ref.dls.train._iterator is None  # the persistent workers end with the fit (see `release_workers`)
+    learn = make(tmp_path / 'run', [Stopper([('train', 'after_batch', 5, 'stop')])])
+    learn.fit(2)
+    assert (learn.stop_reason, learn.step) == ('interrupted', 5)
+    learn = make(tmp_path / 'run', [Stopper([], fired=[('train', 'after_batch', 5, 'stop')])])
+    learn.load('last')
+    quiet_resume(learn)
+    assert_same_end(ref, learn, 'augmented in workers')

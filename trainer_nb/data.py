@@ -5,16 +5,18 @@
 # %% ../nbs/03a_data.ipynb #6eebbb86
 from __future__ import annotations
 
+import random
 import signal
+import sys
 
 import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler,
                               SequentialSampler)
 
 # %% auto #0
-__all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'IgnoreSigint', 'prepare_loader',
-           'prepare_loaders', 'ShardSampler', 'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful',
-           'epoch_batches']
+__all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'SeededIndex', 'sample_seed',
+           'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardSampler',
+           'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful', 'epoch_batches', 'release_workers']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -87,8 +89,9 @@ class ResumableSampler(Sampler[int]):
                  n: int, # the dataset's length
                  shuffle: bool = True, # False: 0, 1, 2, ... every epoch
                  generator: torch.Generator | None = None, # draws the epoch seeds (None: torch's global one)
+                 batch_seeds: int | None = None, # the batch size: each batch's first index is a `SeededIndex` (workers)
                 ):
-        self.n, self.shuffle, self.generator = n, shuffle, generator
+        self.n, self.shuffle, self.generator, self.batch_seeds = n, shuffle, generator, batch_seeds
         self.seed, self.start = 0, 0
         self.rank, self.world_size = 0, 1  # in distributed training, this process's share
 
@@ -111,9 +114,44 @@ class ResumableSampler(Sampler[int]):
         if self.world_size > 1:  # every process gets as many items: the rest is padded by repeating its start
             rest += rest[:(-len(rest)) % self.world_size]
             rest = rest[self.rank::self.world_size]
+        if self.batch_seeds:
+            rest = [SeededIndex(i, sample_seed(self.seed, i)) if k % self.batch_seeds == 0 else i
+                    for k, i in enumerate(rest)]
         return iter(rest)
 
     def __len__(self) -> int: return -(-self.n // self.world_size)
+
+# %% ../nbs/03a_data.ipynb #c1d44595
+class SeededIndex(int):
+    "A dataset index that also carries the seed of the random draws from here on (its batch's: see `SeedSamples`)."
+    def __new__(cls, index: int, seed: int): return super().__new__(cls, index)
+    def __init__(self,
+                 index: int, # the index in the dataset
+                 seed: int, # the seed of the random draws from this sample on
+                ): self.seed = seed
+
+    def __reduce__(self): return (SeededIndex, (int(self), self.seed))  # (sent to the workers by pickling)
+
+def sample_seed(epoch_seed: int, index: int) -> int:
+    "The seed of the draws that start at sample `index` in the epoch of `epoch_seed`."
+    return (epoch_seed * 6364136223846793005 + index * 1442695040888963407 + 1) % 2**63
+
+def seed_draws(seed: int):
+    "Seed the generators a dataset may draw from: torch's (CPU), python's, and numpy's if it is loaded."
+    torch.default_generator.manual_seed(seed)  # (torch.manual_seed also seeds every device: 90 us, not 1)
+    random.seed(seed)
+    np = sys.modules.get('numpy')
+    if np is not None: np.random.seed(seed % 2**32)
+
+def _seeded(fetch):
+    "`fetch(dataset, index)` (`__getitem__`) or `fetch(dataset, indices)` (`__getitems__`), seeded by the index."
+    def seeded_fetch(dataset, index):
+        first = index[0] if isinstance(index, list) and index else index
+        if isinstance(first, SeededIndex):
+            seed_draws(first.seed)
+            index = [int(i) for i in index] if isinstance(index, list) else int(index)
+        return fetch(dataset, index)
+    return seeded_fetch
 
 # %% ../nbs/03a_data.ipynb #c6bc8343
 class IgnoreSigint:
@@ -121,6 +159,20 @@ class IgnoreSigint:
     def __init__(self, fn=None): self.fn = fn
     def __call__(self, worker_id: int):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if self.fn is not None: self.fn(worker_id)
+
+class SeedSamples:
+    "A `worker_init_fn` that seeds the dataset's draws at each `SeededIndex` (in this worker), then calls `fn`."
+    def __init__(self, fn=None): self.fn = fn
+    def __call__(self, worker_id: int):
+        cls = type(torch.utils.data.get_worker_info().dataset)
+        for name in ('__getitem__', '__getitems__'):
+            fetch = getattr(cls, name, None)
+            if fetch is None or getattr(fetch, '_seeded', False): continue
+            seeded = _seeded(fetch)
+            seeded._seeded = True
+            try: setattr(cls, name, seeded)
+            except TypeError: pass  # (a built-in type, such as a list of samples: it draws nothing)
         if self.fn is not None: self.fn(worker_id)
 
 def _rebuild(dl: DataLoader, **changes) -> DataLoader:
@@ -143,9 +195,11 @@ def prepare_loader(dl, train: bool = True):
     plain_random = type(sampler) is RandomSampler and not sampler.replacement and sampler._num_samples is None
     if (train and default_batching and not isinstance(dl.dataset, IterableDataset)
             and (plain_random or type(sampler) is SequentialSampler)):
-        order = ResumableSampler(len(dl.dataset), shuffle=plain_random,
-                                 generator=sampler.generator if plain_random else None)
-        return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last, sampler=order)
+        workers = dl.num_workers > 0
+        order = ResumableSampler(len(dl.dataset), shuffle=plain_random, generator=sampler.generator if plain_random
+                                 else None, batch_seeds=dl.batch_size if workers else None)
+        init = IgnoreSigint(SeedSamples(dl.worker_init_fn) if workers else dl.worker_init_fn)
+        return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last, sampler=order, worker_init_fn=init)
     if dl.batch_sampler is not None and not default_batching:
         return _rebuild(dl, batch_sampler=dl.batch_sampler)
     if isinstance(dl.dataset, IterableDataset):
@@ -212,3 +266,10 @@ def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, o
         try: next(it)
         except StopIteration: break
     return it
+
+# %% ../nbs/03a_data.ipynb #07a64e62
+def release_workers(dls: DataLoaders):
+    "End the worker processes that the persistent loaders of `dls` keep between epochs (at the end of a fit)."
+    for dl in (dls.train, dls.valid, dls.test):
+        if isinstance(dl, DataLoader) and getattr(dl, '_iterator', None) is not None:
+            dl._iterator = None  # (dropped: torch shuts its workers down at once)

@@ -18,7 +18,7 @@ from .callback.core import (Callbacks, CancelBackwardException, CancelBatchExcep
 from .controls import Controls
 from .core import DeferredInterrupt, SingleProcess, add_note, default_device, to_device
 from .data import (as_dataloaders, check_loader, draw_epoch_seed, epoch_batches, loader_len, prepare_loaders,
-                             shard_loaders)
+                             release_workers, shard_loaders)
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
 from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
@@ -363,6 +363,7 @@ class FitRunner(FitSetup):
             try: self._fit()
             finally:
                 if self.guard is not None: self.guard.close()
+                release_workers(self.dls)  # (persistent loaders' worker processes: see the `data` chapter)
                 self.in_fit = False
                 self._set_mode(False, None)
                 self.batch = self.xb = self.yb = self.pred = None
