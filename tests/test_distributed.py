@@ -11,12 +11,13 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from trainer_nb.callback.core import Callback
+from trainer_nb.callback.core import Callback, CancelBackwardException
 from trainer_nb.callback.recorder import Recorder
 from trainer_nb.callback.training import GradientAccumulation
 from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.demo import digits_datasets, digits_model
 from trainer_nb.distributed import DistributedTrainer, launch
+from trainer_nb.parts import nan_guard_for
 from trainer_nb.learner import Learner
 from trainer_nb.metrics import accuracy
 
@@ -104,6 +105,68 @@ def test_an_interrupt_in_one_process_stops_both_at_the_same_step_and_resume_cont
     _, reference = launch(train, 2, False)
     assert resumed.stop_reason == 'completed' and resumed.step == reference.step == 46
     for a, b in zip(resumed.model.parameters(), reference.model.parameters()): assert torch.equal(a, b)
+
+
+def test_a_stop_asked_for_in_one_process_during_a_requested_validation_stops_all_together(tmp_path):
+    "Process 0 asks for a stop while a validation requested with the controls runs: both processes stop together."
+    class ValidateAt4(Callback):
+        def after_batch(self):
+            if self.learn.training and self.learn.step == 4 and not getattr(self, 'done', False):
+                self.done = True
+                self.learn.controls.validate()
+
+    class StopInValidation(Callback):  # in process 0 only, as a callback that reacts to what it sees may
+        def before_batch(self):
+            if not self.learn.training and self.learn.rank == 0 and self.learn.step == 4: self.learn.request_stop()
+
+    def train():
+        learn = digits_learner(tmp_path, bs=32, cbs=[DistributedTrainer(), ValidateAt4(), StopInValidation()])
+        learn.fit(1)
+        (tmp_path / f"stop{learn.rank}.txt").write_text(repr((learn.stop_reason, learn.step)))
+        return learn.stop_reason, learn.step
+
+    assert launch(train, 2, timeout=30) == ('interrupted', 4)  # (before: process 0 stopped alone, 1 waited 30 s)
+    assert (tmp_path / 'stop1.txt').read_text() == repr(('interrupted', 4))
+
+
+def test_a_nan_loss_in_one_process_stops_all_cleanly(tmp_path):
+    "Process 1's loss turns NaN at step 3: no process makes that step, and all stop with stop_reason='nonfinite'."
+    class NanInProcess1(Callback):
+        order = -5
+        def after_loss(self):
+            learn = self.learn
+            if learn.training and learn.rank == 1 and learn.step == 3: learn.loss = learn.loss_grad = learn.loss * float('nan')
+
+    def train():
+        learn = digits_learner(tmp_path, bs=32, cbs=[DistributedTrainer(), NanInProcess1()])
+        learn.fit(1)
+        weights_finite = all(bool(torch.isfinite(p).all()) for p in learn.model.parameters())
+        (tmp_path / f"end{learn.rank}.txt").write_text(repr((learn.stop_reason, learn.step, weights_finite)))
+        return learn.stop_reason, learn.step, weights_finite
+
+    # (before: process 1 skipped its backward, process 0 did not, and gloo aborted both: a collective mismatch)
+    assert launch(train, 2, timeout=30) == ('nonfinite', 3, True)
+    assert (tmp_path / 'end1.txt').read_text() == repr(('nonfinite', 3, True))
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+    with pytest.raises(ValueError, match="nan_guard='deferred' works in one process"):
+        nan_guard_for('deferred', opt, torch.device('cpu'), world_size=2)
+
+
+def test_a_cancelled_backward_after_an_accumulation_keeps_the_processes_in_step(tmp_path):
+    "The backward of a batch that ends an accumulation is cancelled: the gradients before it are still exchanged."
+    class SkipBackward(Callback):
+        def before_backward(self):
+            if self.learn.fit_state.batches in (4, 10): raise CancelBackwardException  # each ends a group of 2
+
+    def train():
+        learn = digits_learner(tmp_path, bs=32, cbs=[DistributedTrainer(), GradientAccumulation(2), SkipBackward()])
+        learn.fit(1)
+        torch.save({k: v.clone() for k, v in learn.model.state_dict().items()}, tmp_path / f"w{learn.rank}.pt")
+        return learn.step
+
+    assert launch(train, 2) == 12
+    w0, w1 = (torch.load(tmp_path / f"w{r}.pt", weights_only=True) for r in (0, 1))
+    assert all(torch.equal(w0[k], w1[k]) for k in w0)  # (before: each process stepped with its own gradients there)
 
 
 class Recording(Dataset):

@@ -185,6 +185,10 @@ class SingleProcess:
         "Each of `values` averaged over all processes: here, as they are."
         return list(values)
 
+    def any(self, flag: bool) -> bool:
+        "Whether `flag` is true in any process: here, `flag`."
+        return flag
+
     def at_boundary(self, code: int, requests: list) -> tuple[int, list]:
         "At a batch boundary: the largest stop code of all processes, and process 0's control requests; here, as given."
         return code, requests

@@ -41,6 +41,12 @@ class TorchDistributed:
         "Each of `values` averaged over all processes."
         return [v / self.world_size for v in self.all_reduce_sum(values)]
 
+    def any(self, flag: bool) -> bool:
+        "Whether `flag` is true in any process (one small collective: the NaN guard's, before each backward)."
+        t = torch.tensor([float(flag)], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
     def at_boundary(self, code: int, requests: list) -> tuple[int, list]:
         "The largest stop code of all processes (0: go on, 1: cancel, 2: interrupt), and process 0's control requests."
         t = torch.tensor([float(code), float(bool(requests))], device=self.device)
@@ -104,6 +110,16 @@ class DistributedTrainer(Callback):
 
     def after_backward(self): self.no_sync.exit()
     def after_cancel_batch(self): self.no_sync.exit()
+
+    def after_cancel_backward(self):
+        "A batch that steps skipped its backward: exchange the gradients accumulated before it, as its backward would."
+        learn, state = self.learn, self.learn.fit_state
+        if learn.comm.world_size == 1 or not (learn.training and state.steps_now and state.pending_micro): return
+        # (else each process would step with its own gradients, and the copies of the model would drift apart)
+        for p in learn.raw_model.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+                p.grad /= learn.comm.world_size
 
     def after_fit(self):
         self.no_sync.exit()

@@ -5,6 +5,7 @@
 # %% ../nbs/04_learner.ipynb #2dd2c781
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -175,7 +176,7 @@ class OneBatch(LearnerState):
 
     def _train_one_batch(self):
         self._forward()
-        if self.guard is not None and self.loss is not None and self.guard.nonfinite(self.loss):
+        if self.guard is not None and self.loss is not None and self.comm.any(self.guard.nonfinite(self.loss)):
             self._stop_nonfinite(self.loss)
             raise CancelBatchException  # no backward, no step
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
@@ -190,7 +191,8 @@ class OneBatch(LearnerState):
         except CancelBatchException: pass  # (its gradients go on to the next step, as when a batch puts its step off)
 
     def _stop_nonfinite(self, loss=None):
-        "The NaN guard saw a NaN or infinite loss: say where, and stop the fit at the next batch boundary."
+        "The NaN guard saw a NaN or infinite loss (here or in another process): say where, and stop at the next boundary."
+        if loss is not None and math.isfinite(loss.item()): loss = None  # (another process's loss was not finite)
         print(nonfinite_message(self.fit_state, loss), flush=True)
         self.stop_requested, self.stop_kind = True, 'nonfinite'
 
@@ -280,14 +282,19 @@ class BatchBoundary(LoopParts):
         return results or {}
 
     def _at_boundary(self):
-        "The batch boundary: apply the controls requested since the last one; then, if asked to, stop the fit here."
+        "The batch boundary: apply the controls requested since the last one; then, if all agree, stop the fit here."
         requests = self.controls.take() if self.controls.waiting else []
         if self.guard is not None and self.guard.deferred and self.guard.seen(): self._stop_nonfinite()
-        code, requests = self.comm.at_boundary(_STOP_CODES[self.stop_kind] if self.stop_requested else 0, requests)
-        if requests: self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
-        for kind, value in requests: self._apply_control(kind, value)
-        if code: self.stop_requested, self.stop_kind = True, _STOP_KINDS[code]
-        if self.stop_requested: raise CancelFitException('stop requested')
+        code, requests = self.comm.at_boundary(self._stop_code(), requests)
+        if requests:  # (rare) every process carries them out, then all agree again: a request may ask for a stop
+            self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
+            for kind, value in requests: self._apply_control(kind, value)
+            code, _ = self.comm.at_boundary(self._stop_code(), [])
+        if code:  # (only what all agreed: a stop asked for later, in one process, waits for the next boundary)
+            self.stop_requested, self.stop_kind = True, _STOP_KINDS[code]
+            raise CancelFitException('stop requested')
+
+    def _stop_code(self) -> int: return _STOP_CODES[self.stop_kind] if self.stop_requested else 0
 
 # %% ../nbs/04_learner.ipynb #91e24795
 class TrainingLoop(BatchBoundary):
@@ -357,7 +364,7 @@ class FitRunner(FitSetup):
         self.stop_requested, self.stop_kind = False, 'interrupted'
         self.controls.start_fit()
         self._match_world()  # a resumed fit may come from another number of processes
-        self.guard = nan_guard_for(self.nan_guard, self.opt, self.device)
+        self.guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
         with self.added_cbs(cbs), self.storage, DeferredInterrupt(self._on_interrupt):
             self.in_fit = True
             try: self._fit()

@@ -157,7 +157,7 @@ def skips_on_device(opt: torch.optim.Optimizer) -> bool:
 
 def nonfinite_message(state, loss=None) -> str:
     "What the NaN guard says when it stops a fit, at the position of `state` (a `FitState`), with the `loss` if known."
-    what = f"the loss is {float(loss)}" if loss is not None else "a loss was NaN or infinite"
+    what = f"the loss is {loss.item()}" if loss is not None else "a loss was NaN or infinite"
     return (f"trainer_nb: {what} at step {state.step} (epoch {state.epoch}, batch {state.iter}): the update of that "
             "batch is skipped and the fit stops, stop_reason='nonfinite'. The weights are those of the last good "
             "step; lower the lr (learn.controls.scale_lr(0.1)) and learn.resume(), or look at the data of that batch. "
@@ -206,10 +206,13 @@ class NanGuard:
         "The end of the fit: the optimizer's later steps no longer read the flag."
         if self.deferred and hasattr(self.opt, 'found_inf'): del self.opt.found_inf
 
-def nan_guard_for(setting, opt: torch.optim.Optimizer, device: torch.device) -> NanGuard | None:
+def nan_guard_for(setting, opt: torch.optim.Optimizer, device: torch.device, world_size: int = 1) -> NanGuard | None:
     "The guard of a fit for `Learner(nan_guard=setting)`: True (deferred on CUDA when it can be), 'deferred', 'immediate', or False."
     if setting not in (True, False, 'deferred', 'immediate'):
         raise ValueError(f"nan_guard must be True, False, 'deferred' or 'immediate', got {setting!r}.")
     if setting is False: return None
-    auto = setting is True and device.type == 'cuda' and skips_on_device(opt)
+    if setting == 'deferred' and world_size > 1:
+        raise ValueError("nan_guard='deferred' works in one process: with several, all must know of a NaN before the "
+                         "gradient exchange. Use nan_guard=True (immediate with several processes).")
+    auto = setting is True and device.type == 'cuda' and skips_on_device(opt) and world_size == 1
     return NanGuard(opt, deferred=setting == 'deferred' or auto)
