@@ -169,6 +169,31 @@ def test_a_cancelled_backward_after_an_accumulation_keeps_the_processes_in_step(
     assert all(torch.equal(w0[k], w1[k]) for k in w0)  # (before: each process stepped with its own gradients there)
 
 
+def test_a_stop_in_the_middle_of_an_accumulation_waits_for_its_step_and_resumes_from_disk(tmp_path):
+    "Process 1 asks for a stop after the 1st batch of a group of 3: all stop after the 3rd, and resume from disk."
+    class StopInProcess1(Callback):
+        def after_batch(self):
+            learn = self.learn
+            if learn.training and learn.rank == 1 and learn.fit_state.batches == 4 and learn.step == 1:
+                learn.request_stop()
+
+    def train(stop):
+        learn = digits_learner(tmp_path / str(stop), bs=32, cbs=[DistributedTrainer(), GradientAccumulation(3)] +
+                               ([StopInProcess1()] if stop else []))
+        learn.fit(1)
+        stopped = (learn.stop_reason, learn.fit_state.batches, learn.fit_state.pending_micro)
+        if stop:
+            torch.distributed.barrier()  # (process 0 has written last.pt)
+            learn = digits_learner(tmp_path / str(stop), bs=32, cbs=[DistributedTrainer(), GradientAccumulation(3)])
+            learn.load('last')
+            learn.resume()
+        return stopped, {k: v.clone() for k, v in learn.model.state_dict().items()}
+
+    (stopped, resumed), (_, reference) = launch(train, 2, True), launch(train, 2, False)
+    assert stopped == ('interrupted', 6, 0)  # at the end of the group of batches 4-6, not after batch 4
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)  # (before: process 1 resumed with 0's gradients)
+
+
 class Recording(Dataset):
     "A dataset that notes, in a file per process, which items it loaded."
     def __init__(self, ds, folder): self.ds, self.folder = ds, Path(folder)

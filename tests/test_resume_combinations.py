@@ -377,7 +377,8 @@ class StopperInProcess(Stopper):
 def test_random_combinations_in_two_processes(tmp_path):
     """Trials in 2 processes (gloo): a stop asked for in one of them, resumed in process, ends as the run never
     stopped. This found a stop that one process took alone (during a requested validation), a NaN in one process
-    that aborted both, and processes that drifted apart after a cancelled backward ended an accumulation."""
+    that aborted both, processes that drifted apart after a cancelled backward ended an accumulation, and a
+    checkpoint taken in the middle of an accumulation that held process 0's gradients only."""
     from trainer_nb.distributed import DistributedTrainer, launch
     for seed in range(60):
         rng = random.Random(seed)
@@ -387,14 +388,21 @@ def test_random_combinations_in_two_processes(tmp_path):
         c['cancels'] = [x for x in c['cancels'] if x[2] != 'batch' or x[0] == 'before_batch']
         points, who = draw_stops(rng, 20), rng.choice([0, 1])
 
-        def run(seed=seed, c=c, points=points, who=who):
+        def run(seed=seed, c=c, points=points, who=who, disk=rng.random() < 0.5):
             ref = build(c, tmp_path / f"{seed}_ref", [DistributedTrainer()])
             start(ref, c)
-            learn = build(c, tmp_path / f"{seed}_run", [DistributedTrainer(), StopperInProcess(points, who)])
+            stopper = StopperInProcess(points, who)
+            learn = build(c, tmp_path / f"{seed}_run", [DistributedTrainer(), stopper])
             start(learn, c)
             for _ in range(len(points)):
                 if learn.stop_reason == 'completed': break
+                if disk:  # a restart of both processes, from process 0's checkpoint
+                    torch.distributed.barrier()
+                    stopper = StopperInProcess(points, who, stopper.fired)
+                    learn = build(c, tmp_path / f"{seed}_run", [DistributedTrainer(), stopper])
+                    learn.load('last')
                 quiet_resume(learn)
-            assert_same_end(ref, learn, f"trial {seed} in 2 processes, stops {points} in process {who}, config {c}")
+            what = f"trial {seed} in 2 processes, stops {points} in process {who}, {'disk' if disk else 'memory'}"
+            assert_same_end(ref, learn, f"{what}, config {c}")
 
         launch(run, 2, timeout=60)

@@ -176,6 +176,7 @@ class SingleProcess:
     "The communicator of a learner that trains in one process: every collective operation returns its input."
     rank, world_size = 0, 1
     checks_stop_in_validation = True
+    stops_mid_accumulation = True
 
     def all_reduce_sum(self, values: list) -> list:
         "Each of `values` summed over all processes: here, as they are."

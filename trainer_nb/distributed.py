@@ -26,6 +26,7 @@ __all__ = ['TorchDistributed', 'free_port', 'init_distributed', 'DistributedTrai
 class TorchDistributed:
     "The communicator of a learner that trains in a torch.distributed process group."
     checks_stop_in_validation = False  # processes may have different numbers of validation batches
+    stops_mid_accumulation = False  # each process's accumulated gradients are its own until the step
 
     def __init__(self, device='cpu'): # where tensors go for collective operations
         self.device = torch.device(device)

@@ -251,6 +251,7 @@ class LoopParts(OneBatch):
 # %% ../nbs/04_learner.ipynb #92259118
 _STOP_CODES = {'cancelled': 1, 'interrupted': 2, 'nonfinite': 3}  # agreed by all processes: the largest wins
 _STOP_KINDS = {code: kind for kind, code in _STOP_CODES.items()}
+_NONFINITE = _STOP_CODES['nonfinite']  # (a NaN stops at once, even in the middle of a gradient accumulation)
 
 class BatchBoundary(LoopParts):
     "What happens between two training batches: validations that are due, requested controls, and stops."
@@ -290,7 +291,8 @@ class BatchBoundary(LoopParts):
             self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
             for kind, value in requests: self._apply_control(kind, value)
             code, _ = self.comm.at_boundary(self._stop_code(), [])
-        if code:  # (only what all agreed: a stop asked for later, in one process, waits for the next boundary)
+        # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
+        if code and (not self.fit_state.pending_micro or self.comm.stops_mid_accumulation or code == _NONFINITE):
             self.stop_requested, self.stop_kind = True, _STOP_KINDS[code]
             raise CancelFitException('stop requested')
 
