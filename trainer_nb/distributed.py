@@ -99,9 +99,12 @@ class DistributedTrainer(Callback):
         states = [rng_states() if rank == 0 else None]
         dist.broadcast_object_list(states, src=0)  # the same random streams everywhere (process 0's)
         set_rng_states(states[0])
-        if not isinstance(learn.model, nn.parallel.DistributedDataParallel):
-            ids = [learn.device.index] if learn.device.type == 'cuda' else None
-            learn.model = nn.parallel.DistributedDataParallel(learn.model, device_ids=ids, **self.ddp_kwargs)
+        if not isinstance(learn.model, nn.parallel.DistributedDataParallel): self._wrap()
+
+    def _wrap(self):
+        learn = self.learn
+        ids = [learn.device.index] if learn.device.type == 'cuda' else None
+        learn.model = nn.parallel.DistributedDataParallel(learn.raw_model, device_ids=ids, **self.ddp_kwargs)
 
     def before_batch(self):
         learn = self.learn
@@ -115,12 +118,12 @@ class DistributedTrainer(Callback):
     def after_cancel_backward(self):
         "A batch that steps skipped its backward: exchange the gradients accumulated before it, as its backward would."
         learn, state = self.learn, self.learn.fit_state
-        if learn.comm.world_size == 1 or not (learn.training and state.steps_now and state.pending_micro): return
-        # (else each process would step with its own gradients, and the copies of the model would drift apart)
-        for p in learn.raw_model.parameters():
-            if p.grad is not None:
+        if learn.comm.world_size == 1 or not (learn.training and state.steps_now): return
+        for p in learn.raw_model.parameters():  # (else each process would step with its own gradients)
+            if p.grad is not None and state.pending_micro:
                 dist.all_reduce(p.grad)
                 p.grad /= learn.comm.world_size
+        self._wrap()  # (DDP's reducer waits for the backward of each forward: a new one starts clean, as after a resume)
 
     def after_fit(self):
         self.no_sync.exit()
