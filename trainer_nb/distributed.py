@@ -119,10 +119,10 @@ class DistributedTrainer(Callback):
         "A batch that steps skipped its backward: exchange the gradients accumulated before it, as its backward would."
         learn, state = self.learn, self.learn.fit_state
         if learn.comm.world_size == 1 or not (learn.training and state.steps_now): return
-        for p in learn.raw_model.parameters():  # (else each process would step with its own gradients)
-            if p.grad is not None and state.pending_micro:
-                dist.all_reduce(p.grad)
-                p.grad /= learn.comm.world_size
+        grads = [p.grad for p in learn.raw_model.parameters() if p.grad is not None] if state.pending_micro else []
+        for g in grads:  # (else each process would step with its own gradients)
+            dist.all_reduce(g)
+            g /= learn.comm.world_size
         self._wrap()  # (DDP's reducer waits for the backward of each forward: a new one starts clean, as after a resume)
 
     def after_fit(self):
