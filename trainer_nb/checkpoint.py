@@ -227,7 +227,7 @@ def check_learner_state(learn, state, weights_only_model: bool = False):
     check_optimizer_state(learn.opt, state['opt'])
 
 def restore_learner(learn, state: dict, weights_only_model: bool = False):
-    "Load `state` (from `learner_state`) into `learn`, after checking all of it; only the weights with `weights_only_model`."
+    "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
     check_learner_state(learn, state, weights_only_model)
     learn.raw_model.load_state_dict(state['model'])
     if weights_only_model: return
@@ -267,15 +267,16 @@ def callbacks_after_restart(plan: dict, cb_states: dict, extra: list) -> list:
     return cbs
 
 # %% ../nbs/06_checkpoint.ipynb #19c48265
-def save_learner(learn, path: Path) -> Path:
-    "Write `learn.state_dict()` to `path` atomically (process 0 only; the others just return `path`)."
+def save_learner(learn, name: str = 'last') -> Path:
+    "Save a checkpoint atomically as `<path>/checkpoints/<name>.pt`, and return that path (process 0 only writes)."
+    path = learn.checkpoint_path(name)
     if learn.comm.rank != 0: return path
     atomic_save(learn.state_dict(), path)
     learn.last_checkpoint = f"{path.relative_to(learn.path)} (step {learn.step})"
     return path
 
 def load_learner(learn, name_or_path, weights_only_model: bool = False):
-    "Restore `learn` from a checkpoint given by its path, or by its name in the run folder (`checkpoint_path`)."
+    "Load a checkpoint saved by `save`, by path or by name in the run folder (read with `weights_only=True`)."
     path = Path(name_or_path)
     if not path.is_file(): path = learn.checkpoint_path(str(name_or_path))
     learn.load_state_dict(load_checkpoint(path, map_location=learn.device), weights_only_model)

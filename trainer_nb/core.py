@@ -11,13 +11,15 @@ import re
 import signal
 import sys
 import threading
+import types
 import warnings
 
 import torch
 
 # %% auto #0
-__all__ = ['camel2snake', 'callback_name', 'default_device', 'to_device', 'find_bs', 'in_notebook', 'import_in_background',
-           'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'SingleProcess']
+__all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'find_bs', 'in_notebook',
+           'import_in_background', 'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'FeatureMethod',
+           'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -122,8 +124,10 @@ class DeferredInterrupt:
     "Within `with DeferredInterrupt(on_first):`, a first SIGINT calls `on_first()`; a second raises KeyboardInterrupt."
     def __init__(self,
                  on_first, # called (from the signal handler) on the first interrupt
+                 message: str | None = "trainer_nb: stopping after this batch; interrupt again to abort now. "
+                                       "Then learn.resume() continues the fit.", # printed on the first interrupt
                 ):
-        self.on_first = on_first
+        self.on_first, self.message = on_first, message
         self.count = 0
         self._previous = None
         self.installed = False
@@ -132,6 +136,7 @@ class DeferredInterrupt:
         self.count += 1
         if self.count == 1:
             self.on_first()
+            if self.message: print('\n' + self.message, flush=True)
             return
         signal.signal(signal.SIGINT, self._previous)  # a third interrupt goes to the previous handler
         raise KeyboardInterrupt
@@ -171,7 +176,30 @@ class HeldContext:
         cm, self.cm = self.cm, None
         if cm is not None: cm.__exit__(None, None, None)
 
+# %% ../nbs/00_core.ipynb #351f2e3d
+class FeatureMethod:
+    "A method whose function `fn(obj, ...)` lives in another module, imported the first time it is used."
+    def __init__(self,
+                 module: str, # where the function is defined, e.g. 'trainer_nb.callback.schedule'
+                 name: str, # its name there
+                ):
+        self.module, self.name, self._function = module, name, None
+
+    @property
+    def function(self):
+        "The function itself (its module is imported now, if it was not yet)."
+        if self._function is None: self._function = getattr(importlib.import_module(self.module), self.name)
+        return self._function
+
+    def __get__(self, obj, objtype=None):
+        "On an instance, the function bound to it, as a method; on the class, the function."
+        return self.function if obj is None else types.MethodType(self.function, obj)
+
+    def __repr__(self): return f"FeatureMethod({self.module!r}, {self.name!r})"
+
 # %% ../nbs/00_core.ipynb #fb16f1f9
+STOP_KINDS = ('cancelled', 'interrupted', 'nonfinite')  # the stops processes agree on, the strongest last
+
 class SingleProcess:
     "The communicator of a learner that trains in one process: every collective operation returns its input."
     rank, world_size = 0, 1
@@ -190,6 +218,6 @@ class SingleProcess:
         "Whether `flag` is true in any process: here, `flag`."
         return flag
 
-    def at_boundary(self, code: int, requests: list) -> tuple[int, list]:
-        "At a batch boundary: the largest stop code of all processes, and process 0's control requests; here, as given."
-        return code, requests
+    def at_boundary(self, stop: str | None, requests: list) -> tuple[str | None, list]:
+        "At a batch boundary: the strongest stop of all processes (None: go on), and process 0's requests; here, as given."
+        return stop, requests

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .callback.core import Callback
-from .core import HeldContext
+from .core import STOP_KINDS, HeldContext
 from .state import rng_states, set_rng_states
 
 # %% auto #0
@@ -48,8 +48,9 @@ class TorchDistributed:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
 
-    def at_boundary(self, code: int, requests: list) -> tuple[int, list]:
-        "The largest stop code of all processes (0: go on, 1: cancel, 2: interrupt), and process 0's control requests."
+    def at_boundary(self, stop: str | None, requests: list) -> tuple[str | None, list]:
+        "The strongest stop of all processes (None: go on; see `STOP_KINDS`), and process 0's control requests."
+        code = 0 if stop is None else STOP_KINDS.index(stop) + 1
         t = torch.tensor([float(code), float(bool(requests))], device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         code, shared = (int(v) for v in t.tolist())  # one read, one sync
@@ -57,7 +58,7 @@ class TorchDistributed:
             box = [requests if self.rank == 0 else None]
             dist.broadcast_object_list(box, src=0)
             requests = box[0]
-        return code, requests
+        return (STOP_KINDS[code - 1] if code else None), requests
 
 # %% ../nbs/16_distributed.ipynb #c5365256
 def free_port() -> int:

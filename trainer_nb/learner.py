@@ -17,7 +17,7 @@ from .callback.core import (Callbacks, CancelBackwardException, CancelBatchExcep
                                       CancelStepException, CancelTrainException, CancelValidException,
                                       HasCallbacks, as_callback_list, uncaught_cancel)
 from .controls import Controls
-from .core import DeferredInterrupt, SingleProcess, add_note, default_device, to_device
+from .core import DeferredInterrupt, FeatureMethod, SingleProcess, add_note, default_device, to_device
 from .data import (as_dataloaders, check_loader, draw_epoch_seed, epoch_batches, loader_len, prepare_loaders,
                              release_workers, shard_loaders)
 from .events import EventStorage
@@ -29,8 +29,8 @@ from .state import (FitState, StopPoint, check_resumable, match_world, new_fit_s
                               set_rng_states)
 
 # %% auto #0
-__all__ = ['LearnerBase', 'LearnerViews', 'LearnerState', 'OneBatch', 'LoopParts', 'BatchBoundary', 'TrainingLoop', 'FitSetup',
-           'FitRunner', 'Evaluation', 'Learner']
+__all__ = ['LearnerBase', 'LearnerViews', 'OneBatch', 'LoopParts', 'BatchBoundary', 'TrainingLoop', 'FitRunner', 'Evaluation',
+           'Learner']
 
 # %% ../nbs/04_learner.ipynb #2362b4d7
 class LearnerBase(HasCallbacks):
@@ -84,9 +84,16 @@ class LearnerBase(HasCallbacks):
         if not self.stop_requested or reason == 'interrupted': self.stop_kind = reason
         self.stop_requested = True
 
+    def set_comm(self, comm):
+        "Train with the processes of `comm` (see `distributed`): split the loaders, convert an interrupted fit's position."
+        self.comm, self.callbacks.rank = comm, comm.rank
+        self.callbacks.changed()
+        self.dls = shard_loaders(self.dls, comm.rank, comm.world_size)
+        match_world(self.fit_state, comm.world_size, self.dls.train)
+
 # %% ../nbs/04_learner.ipynb #ac294531
 class LearnerViews(LearnerBase):
-    "Read-only views of where the learner is and of its model; training without the notebook display."
+    "Views of where the learner is and of its model; its state as a checkpoint file; training without the display."
     epoch = property(lambda self: self.fit_state.epoch, doc="The epoch the fit is in, from 0.")
     n_epochs = property(lambda self: self.fit_state.n_epochs, doc="The epochs of the fit (`fit_state.n_epochs`).")
     iter = property(lambda self: self.fit_state.iter, doc="The batch of the running phase, from 0.")
@@ -107,37 +114,20 @@ class LearnerViews(LearnerBase):
         "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
         return self.removed_cbs(*[c for c in self.cbs if c.name in ('progress', 'live_plot', 'control_panel')])
 
-# %% ../nbs/04_learner.ipynb #a6f439b0
-class LearnerState(LearnerViews):
-    "The learner's state, as a dict and as a checkpoint file (see the `checkpoint` chapter)."
-    def state_dict(self) -> dict:
-        "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
-        from trainer_nb.checkpoint import learner_state
-        return learner_state(self)
-
-    def load_state_dict(self, state: dict, weights_only_model: bool = False):
-        "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
-        from trainer_nb.checkpoint import restore_learner
-        restore_learner(self, state, weights_only_model)
-
     def checkpoint_path(self, name: str) -> Path:
         "Where checkpoint `name` lives: `<path>/checkpoints/<name>.pt`."
         return self.path / 'checkpoints' / f'{name}.pt'
 
-    def save(self, name: str = 'last') -> Path:
-        "Save a checkpoint atomically as `<path>/checkpoints/<name>.pt`, and return that path (process 0 only writes)."
-        from trainer_nb.checkpoint import save_learner
-        return save_learner(self, self.checkpoint_path(name))
-
-    def load(self, name_or_path, weights_only_model: bool = False):
-        "Load a checkpoint saved by `save`, by name or by path (read with `weights_only=True`)."
-        from trainer_nb.checkpoint import load_learner
-        return load_learner(self, name_or_path, weights_only_model)
+    # its whole state, as a dict and as a file: `state_dict()`, `load_state_dict(state)`, `save(name)`, `load(name)`
+    state_dict = FeatureMethod('trainer_nb.checkpoint', 'learner_state')
+    load_state_dict = FeatureMethod('trainer_nb.checkpoint', 'restore_learner')
+    save = FeatureMethod('trainer_nb.checkpoint', 'save_learner')
+    load = FeatureMethod('trainer_nb.checkpoint', 'load_learner')
 
 # %% ../nbs/04_learner.ipynb #e509f699
 _CPU = torch.device('cpu')  # (compared with, rather than reading `device.type`, which builds a string: 0.2 us)
 
-class OneBatch(LearnerState):
+class OneBatch(LearnerViews):
     "One batch: inputs and targets, the forward pass and the loss; in training, the backward pass and the step."
     def _set_batch(self, batch):
         if self.device != _CPU: batch = to_device(batch, self.device, non_blocking=True)
@@ -248,11 +238,7 @@ class LoopParts(OneBatch):
         self.stop_point.valid_rng = None
         self.valid_results = self.tally.results(self.comm.all_reduce_sum)
 
-# %% ../nbs/04_learner.ipynb #92259118
-_STOP_CODES = {'cancelled': 1, 'interrupted': 2, 'nonfinite': 3}  # agreed by all processes: the largest wins
-_STOP_KINDS = {code: kind for kind, code in _STOP_CODES.items()}
-_NONFINITE = _STOP_CODES['nonfinite']  # (a NaN stops at once, even in the middle of a gradient accumulation)
-
+# %% ../nbs/04_learner.ipynb #04a5874d
 class BatchBoundary(LoopParts):
     "What happens between two training batches: validations that are due, requested controls, and stops."
     def _eval_if_due(self):
@@ -286,17 +272,17 @@ class BatchBoundary(LoopParts):
         "The batch boundary: apply the controls requested since the last one; then, if all agree, stop the fit here."
         requests = self.controls.take() if self.controls.waiting else []
         if self.guard is not None and self.guard.deferred and self.guard.seen(): self._stop_nonfinite()
-        code, requests = self.comm.at_boundary(self._stop_code(), requests)
+        stop, requests = self.comm.at_boundary(self._stop(), requests)
         if requests:  # (rare) every process carries them out, then all agree again: a request may ask for a stop
             self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
             for kind, value in requests: self._apply_control(kind, value)
-            code, _ = self.comm.at_boundary(self._stop_code(), [])
+            stop, _ = self.comm.at_boundary(self._stop(), [])
         # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
-        if code and (not self.fit_state.pending_micro or self.comm.stops_mid_accumulation or code == _NONFINITE):
-            self.stop_requested, self.stop_kind = True, _STOP_KINDS[code]
+        if stop and (not self.fit_state.pending_micro or self.comm.stops_mid_accumulation or stop == 'nonfinite'):
+            self.stop_requested, self.stop_kind = True, stop
             raise CancelFitException('stop requested')
 
-    def _stop_code(self) -> int: return _STOP_CODES[self.stop_kind] if self.stop_requested else 0
+    def _stop(self) -> str | None: return self.stop_kind if self.stop_requested else None
 
 # %% ../nbs/04_learner.ipynb #91e24795
 class TrainingLoop(BatchBoundary):
@@ -338,36 +324,17 @@ class TrainingLoop(BatchBoundary):
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
         if state.pending_micro: self._step_last_group()
 
-# %% ../nbs/04_learner.ipynb #d2b2102b
-class FitSetup(TrainingLoop):
-    "Preparing a fit: a new fit's state; the processes training together."
-    def _new_fit_state(self, n_epochs, n_steps, eval_every, cbs: list) -> FitState:
-        n_batches = loader_len(self.dls.train)
-        return new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, self.comm.world_size, cbs)
-
-    def _match_world(self):
-        "A fit saved with another number of processes continues from the same sample of its epoch."
-        train = self.dls.train
-        match_world(self.fit_state, self.comm.world_size, loader_len(train), getattr(train, 'batch_size', None))
-
-    def set_comm(self, comm):
-        "Train with the processes of `comm` (see `distributed`): split the loaders, convert an interrupted fit's position."
-        self.comm, self.callbacks.rank = comm, comm.rank
-        self.callbacks.changed()
-        self.dls = shard_loaders(self.dls, comm.rank, comm.world_size)
-        self._match_world()
-
 # %% ../nbs/04_learner.ipynb #d051ffba
-class FitRunner(FitSetup):
+class FitRunner(TrainingLoop):
     "Running a fit: the fit phase, the one place that sets its stop reason, errors, and `after_fit` always."
     def _run_fit(self, state: FitState, cbs: list):
         self.fit_state, self.stop_point.fit_cbs = state, cbs
         state.stop_reason, state.resumable = None, False
         self.stop_requested, self.stop_kind = False, 'interrupted'
         self.controls.start_fit()
-        self._match_world()  # a resumed fit may come from another number of processes
+        match_world(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
         self.guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
-        with self.added_cbs(cbs), self.storage, DeferredInterrupt(self._on_interrupt):
+        with self.added_cbs(cbs), self.storage, DeferredInterrupt(self.request_stop):
             self.in_fit = True
             try: self._fit()
             finally:
@@ -383,7 +350,8 @@ class FitRunner(FitSetup):
             try:
                 self.callbacks.run('before_fit')
                 self._do_epochs()
-                self._stopped('nonfinite' if self._nonfinite_at_end() else 'completed')
+                nonfinite = self.guard is not None and self.guard.seen_at_end(self.fit_state)  # (a deferred guard)
+                self._stopped('nonfinite' if nonfinite else 'completed')
             except CancelFitException:
                 self._stopped(self.stop_kind if self.stop_requested else 'cancelled', at_boundary=True)
                 self.callbacks.run('after_cancel_fit')
@@ -391,12 +359,6 @@ class FitRunner(FitSetup):
                 self.test_results = self._run_validate(self.dls.test, split='test')
         except BaseException as e: self._after_fit(self._failed(e))
         else: self._after_fit(None)
-
-    def _nonfinite_at_end(self) -> bool:
-        "Whether a deferred guard saw a NaN or inf loss in the last steps (its one wait for the device in a fit)."
-        if self.guard is None or not self.guard.deferred or not self.guard.seen(wait=True): return False
-        print(nonfinite_message(self.fit_state), flush=True)
-        return True
 
     def _stopped(self, reason: str, at_boundary: bool = False):
         "The one place where a fit's `stop_reason` is set: and whether `resume` can continue it, and from where."
@@ -422,12 +384,6 @@ class FitRunner(FitSetup):
             self._stopped('interrupted' if isinstance(failures[0], KeyboardInterrupt) else 'error')
         if pending is not None or failures: raise pending or failures[0]
 
-    def _on_interrupt(self):
-        "The first SIGINT during a fit (runs in the signal handler): stop at the next batch boundary."
-        self.request_stop()
-        print("\ntrainer_nb: stopping after this batch; interrupt again to abort now. "
-              "Then learn.resume() continues the fit.", flush=True)
-
 # %% ../nbs/04_learner.ipynb #6908f399
 class Evaluation(FitRunner):
     "Validation and predictions outside a fit."
@@ -436,21 +392,6 @@ class Evaluation(FitRunner):
         results = self.evaluate(dl)
         if results is None: raise RuntimeError("The validation was cancelled by a callback: no results.")
         return results
-
-    def get_preds(self, dl=None, with_loss: bool = False, with_input: bool = False) -> tuple:
-        "`(preds, targets)` over `dl` (default: the validation loader), on the CPU: see `get_preds` in `callback.outputs`."
-        from trainer_nb.callback.outputs import get_preds
-        return get_preds(self, dl, with_loss, with_input)
-
-    def predict(self, item) -> torch.Tensor:
-        "The model's output for one item (an input without its batch dimension), on the CPU."
-        from trainer_nb.callback.outputs import predict
-        return predict(self, item)
-
-    def sample_losses(self) -> torch.Tensor:
-        "The loss of each sample of the current batch (the loss function called with `reduction='none'`)."
-        from trainer_nb.callback.outputs import sample_losses
-        return sample_losses(self)
 
     def evaluate(self, dl=None, split: str = 'valid') -> dict | None:
         "One validate phase over `dl` (default: the validation loader) outside a fit: its results, None if cancelled."
@@ -464,6 +405,11 @@ class Evaluation(FitRunner):
             finally:
                 self.model.train(was_training)
                 self._set_mode(False, None)
+
+    # predictions, with a callback that gathers them (chapter `callback.outputs`)
+    get_preds = FeatureMethod('trainer_nb.callback.outputs', 'get_preds')
+    predict = FeatureMethod('trainer_nb.callback.outputs', 'predict')
+    sample_losses = FeatureMethod('trainer_nb.callback.outputs', 'sample_losses')
 
 # %% ../nbs/04_learner.ipynb #abba0fd5
 class Learner(Evaluation):
@@ -480,7 +426,8 @@ class Learner(Evaluation):
         refuse_nested(self.in_fit, 'fit')
         check_metrics_loaders(self.metrics, self.dls)
         cbs = as_callback_list(cbs)
-        state = self._new_fit_state(n_epochs, n_steps, eval_every, cbs)
+        n_batches, world_size = loader_len(self.dls.train), self.comm.world_size
+        state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, world_size, cbs)
         if lr is not None:
             for g in self.opt.param_groups: g['lr'] = check_lr(lr)
         self.stop_point, self.controls.pending = StopPoint(), []  # (what a stopped fit left undone is for `resume`)
@@ -496,23 +443,8 @@ class Learner(Evaluation):
         self.stop_point.restore_rng()
         self._run_fit(self.fit_state, fit_cbs)
 
-    def lr_find(self, **kwargs):
-        "Sweep the learning rate and suggest one: see `lr_find` in the `callback.schedule` chapter for the arguments."
-        from trainer_nb.callback.schedule import lr_find
-        refuse_nested(self.in_fit, 'lr_find')
-        return lr_find(self, **kwargs)
-
-    def fit_one_cycle(self, n_epochs: int | None = None, lr_max: float | None = None, **kwargs):
-        "Train with the 1cycle policy: see `fit_one_cycle` in the `callback.schedule` chapter for the arguments."
-        from trainer_nb.callback.schedule import fit_one_cycle
-        fit_one_cycle(self, n_epochs, lr_max, **kwargs)
-
-    def fit_flat_cos(self, n_epochs: int | None = None, lr: float | None = None, **kwargs):
-        "Train at a flat lr, then anneal it: see `fit_flat_cos` in the `callback.schedule` chapter."
-        from trainer_nb.callback.schedule import fit_flat_cos
-        fit_flat_cos(self, n_epochs, lr, **kwargs)
-
-    def fit_warmup_cos(self, n_epochs: int | None = None, lr: float | None = None, **kwargs):
-        "Warm the lr up, then anneal it: see `fit_warmup_cos` in the `callback.schedule` chapter."
-        from trainer_nb.callback.schedule import fit_warmup_cos
-        fit_warmup_cos(self, n_epochs, lr, **kwargs)
+    # the learning rate finder and fits with a schedule (chapter `callback.schedule`)
+    lr_find = FeatureMethod('trainer_nb.callback.schedule', 'lr_find')
+    fit_one_cycle = FeatureMethod('trainer_nb.callback.schedule', 'fit_one_cycle')
+    fit_flat_cos = FeatureMethod('trainer_nb.callback.schedule', 'fit_flat_cos')
+    fit_warmup_cos = FeatureMethod('trainer_nb.callback.schedule', 'fit_warmup_cos')

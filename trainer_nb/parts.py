@@ -202,6 +202,12 @@ class NanGuard:
             self._event.synchronize()
         return bool(self._host)
 
+    def seen_at_end(self, state) -> bool:
+        "Deferred, at the end of a fit: whether a loss was NaN or inf (its one wait for the device in a fit); says where."
+        if not self.deferred or not self.seen(wait=True): return False
+        print(nonfinite_message(state), flush=True)
+        return True
+
     def close(self):
         "The end of the fit: the optimizer's later steps no longer read the flag."
         if self.deferred and hasattr(self.opt, 'found_inf'): del self.opt.found_inf

@@ -9,7 +9,7 @@ import random
 
 import torch
 
-from .data import is_stateful
+from .data import is_stateful, loader_len
 
 # %% auto #0
 __all__ = ['StepCount', 'FitState', 'check_count', 'new_fit_state', 'match_world', 'rng_states', 'set_rng_states', 'StopPoint',
@@ -169,10 +169,10 @@ def new_fit_state(n_epochs: int | None, n_steps: int | None, eval_every: int | N
     state.world_size = world_size
     return state
 
-def match_world(state: FitState, world_size: int, batches_per_epoch: int | None, batch_size: int | None):
-    "Move `state`, saved with another number of processes, to the same sample of its epoch with `world_size`."
+def match_world(state: FitState, world_size: int, train_dl):
+    "Move `state`, saved with another number of processes, to the same sample of its epoch in `train_dl` (this process's)."
     if state.world_size == world_size: return
-    state.batches_per_epoch = batches_per_epoch
+    state.batches_per_epoch, batch_size = loader_len(train_dl), getattr(train_dl, 'batch_size', None)
     if batch_size: state.epoch_iter = -(-state.epoch_offset // (batch_size * world_size))
     state.world_size = world_size
     state.estimate_epochs()

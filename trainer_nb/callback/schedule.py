@@ -13,6 +13,7 @@ import torch
 
 from .core import Callback, CancelFitException, CancelValidException, as_callback_list
 from ..events import EventStorage
+from ..parts import refuse_nested
 from ..state import rng_states, set_rng_states
 
 # %% auto #0
@@ -309,6 +310,7 @@ def lr_find(learn,
             show_plot: bool = True, # plot the curve: inline in a notebook, `<path>/lr_find.png` otherwise
            ) -> SuggestedLRs:
     "Sweep the lr exponentially, then restore everything exactly; return `(valley, steep, minimum)` suggestions."
+    refuse_nested(learn.in_fit, 'lr_find')
     if learn.comm.world_size > 1: raise RuntimeError("lr_find runs in one process: call it before distributed training.")
     finder = LRFinder(start_lr, end_lr, num_it, stop_div)
     saved = _snapshot(learn)
