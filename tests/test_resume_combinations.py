@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset, WeightedRandomSampler
 
 from trainer_nb.callback.checkpoint import PeriodicCheckpoints
 from trainer_nb.callback.core import Callback, CancelBackwardException, CancelBatchException, CancelStepException
@@ -47,10 +47,12 @@ def data(n_train):
 
 
 class Chunks(IterableDataset):
-    "A dataset of batches, in a fixed order: its loader has no length."
+    "A dataset of batches, in a fixed order, with noise drawn as they load (an augmentation): its loader has no length."
     def __init__(self, ds, bs): self.ds, self.bs = ds, bs
     def __iter__(self):
-        for i in range(0, len(self.ds), self.bs): yield self.ds[i:i + self.bs]
+        for i in range(0, len(self.ds), self.bs):
+            x, y = self.ds[i:i + self.bs]
+            yield x + 0.1 * torch.randn_like(x), y
 
 
 class Steer(Callback):
@@ -136,7 +138,8 @@ def draw_config(rng):
                       for _ in range(rng.randrange(0, 3))],
             'fp16': rng.random() < 0.2, 'unknown_length': rng.random() < 0.15, 'two_fits': rng.random() < 0.2,
             'cancels': [draw_cancel(rng) for _ in range(rng.choice([0, 0, 1, 2]))],
-            'look': rng.sample(['validate', 'get_preds', 'predict', 'lr_find', 'save', 'show_loop'], rng.randrange(0, 3))}
+            'look': rng.sample(['validate', 'get_preds', 'predict', 'lr_find', 'save', 'show_loop'], rng.randrange(0, 3)),
+            'weighted': rng.random() < 0.15}
     if c['fp16']: c['bf16'] = False
     if c['two_fits']:  # (a checkpoint of the first fit would resume that fit, not the reference's second one)
         c['periodic'], c['steer'] = None, [s for s in c['steer'] if s[1] != 'save']
@@ -157,6 +160,9 @@ def build(c, path, extra=()):
     if c['periodic']: cbs.append(PeriodicCheckpoints(every_steps=c['periodic'], keep=100))
     if c['cancels']: cbs.append(Canceller(c['cancels']))
     if c['unknown_length']: train_dl = DataLoader(Chunks(train, c['bs']), batch_size=None)
+    elif c.get('weighted'):  # a sampler of its own, drawing from torch's global generator: the learner replays it
+        weights = torch.rand(c['n_train'], generator=torch.Generator().manual_seed(1)) + 0.1
+        train_dl = DataLoader(train, c['bs'], sampler=WeightedRandomSampler(weights, c['n_train']), drop_last=c['drop_last'])
     else: train_dl = DataLoader(train, c['bs'], shuffle=True, drop_last=c['drop_last'])
     dls = (train_dl, DataLoader(valid, 16))
     return Learner(nn.Sequential(*layers), dls, nn.functional.cross_entropy, metrics=[accuracy], lr=1e-2, path=path,
@@ -362,6 +368,44 @@ def test_augmentation_in_workers_resumes_exactly(tmp_path, persistent):
     assert_same_end(ref, learn, 'augmented in workers')
 
 
+class NoisyStream(IterableDataset):
+    "Samples with noise drawn as they load, from python's and torch's generators, split over the workers if any."
+    def __init__(self, n): self.x, self.y = data(n)[0].tensors
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        for i in range(0, len(self.x)) if info is None else range(info.id, len(self.x), info.num_workers):
+            yield self.x[i] + 0.1 * torch.randn(8) + random.random(), self.y[i]
+
+
+@pytest.mark.parametrize('kind,workers', [('stream', 0), ('stream', 2), ('weighted', 0), ('weighted', 2)])
+def test_replayed_loaders_with_random_draws_resume_exactly(tmp_path, kind, workers):
+    """Loaders that a resumed epoch replays (an IterableDataset, a sampler of its own) and that draw at random as they
+    load: stopped mid-epoch and at an epoch's end, resumed in process and after a restart, they end alike. Each of the
+    four cases failed before `StopPoint.epoch_rng` (the replay now starts from the random states of the epoch's start)."""
+    def make(path, cbs=()):
+        torch.manual_seed(0); random.seed(0)
+        if kind == 'stream': train = DataLoader(NoisyStream(96), 8, num_workers=workers)
+        else:
+            weights = torch.rand(96, generator=torch.Generator().manual_seed(1)) + 0.1
+            train = DataLoader(Augmented(96), 8, sampler=WeightedRandomSampler(weights, 96), num_workers=workers)
+        return Learner(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 2)), (train, None),
+                       nn.functional.cross_entropy, lr=1e-2, path=path, cbs=list(cbs), progress=False)
+    ref = make(tmp_path / 'ref')
+    ref.fit(2)
+    for step in (5, 12):  # mid-epoch; the end of the first epoch
+        for disk in (False, True):
+            point = ('train', 'after_batch', step, 'stop')
+            learn = make(tmp_path / f'{step}{disk}', [Stopper([point])])
+            learn.fit(2)
+            assert (learn.stop_reason, learn.step) == ('interrupted', step)
+            if disk:
+                learn = make(tmp_path / f'{step}{disk}', [Stopper([], fired=[point])])
+                torch.manual_seed(7); random.seed(7)  # (a new process: its generators are elsewhere)
+                learn.load('last')
+            quiet_resume(learn)
+            assert_same_end(ref, learn, f"{kind}, {workers} workers, stopped at step {step}, {'from disk' if disk else 'in process'}")
+
+
 class StopperInProcess(Stopper):
     "A `Stopper` that acts in one process only (a click in process 0's panel, an interrupt of one process)."
     def __init__(self, points, rank, fired=()):
@@ -383,7 +427,7 @@ def test_random_combinations_in_two_processes(tmp_path):
     for seed in range(60):
         rng = random.Random(seed)
         c = {**draw_config(rng), 'fp16': False, 'bf16': False, 'unknown_length': False, 'two_fits': False, 'look': [],
-             'periodic': None}  # (what one process alone covers above, or what cannot be split over processes)
+             'periodic': None, 'weighted': False}  # (what one process alone covers above, or what cannot be split)
         c['steer'] = [s for s in c['steer'] if s[1] != 'save']
         c['cancels'] = [x for x in c['cancels'] if x[2] != 'batch' or x[0] == 'before_batch']
         points, who = draw_stops(rng, 20), rng.choice([0, 1])

@@ -199,7 +199,7 @@ def learner_state(learn) -> dict:
             'storage': learn.storage.state_dict(), 'fit_state': fit_state,
             'rng': stop.rng if stopped and stop.rng is not None else rng_states(),
             'loader': stop.loader if stopped else (train.state_dict() if is_stateful(train) else None),
-            'grads': pending_grads(learn), 'controls': learn.controls.state_dict()}
+            'grads': pending_grads(learn), 'controls': learn.controls.state_dict(), 'epoch_rng': stop.epoch_rng}
 
 def _all_cbs(learn) -> list:
     "The learner's callbacks, and those of its stopped fit (which leave the learner when the fit ends)."
@@ -239,7 +239,7 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     learn.fit_state = FitState()
     learn.fit_state.load_state_dict(state['fit_state'])
     set_rng_states(state['rng'])
-    learn.stop_point.load(state['rng'], state.get('loader'), states)  # the fit's own callbacks claim theirs later
+    learn.stop_point.load(state['rng'], state.get('loader'), states, state.get('epoch_rng'))  # (callbacks: later)
     if 'controls' in state: learn.controls.load_state_dict(state['controls'])
     grads = state.get('grads') or {}
     for name, p in learn.raw_model.named_parameters():

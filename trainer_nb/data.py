@@ -16,7 +16,8 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
 # %% auto #0
 __all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'SeededIndex', 'sample_seed',
            'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardSampler',
-           'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful', 'epoch_batches', 'release_workers']
+           'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful', 'replays', 'epoch_batches',
+           'release_workers']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -250,6 +251,10 @@ def is_stateful(dl) -> bool:
     "Whether `dl` saves its own position (`state_dict`/`load_state_dict`, e.g. torchdata's StatefulDataLoader)."
     return callable(getattr(dl, 'state_dict', None)) and callable(getattr(dl, 'load_state_dict', None))
 
+def replays(dl) -> bool:
+    "Whether a resumed epoch of `dl` is reached by loading its first batches again (no `ResumableSampler`, no state)."
+    return not isinstance(getattr(dl, 'sampler', None), ResumableSampler) and not is_stateful(dl)
+
 def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, offset: int | None = None):
     "An iterator over the batches of `dl` for `epoch` (order `seed`), after `skip` batches (or `offset` samples, all processes together)."
     sampler = getattr(dl, 'sampler', None)
@@ -261,6 +266,7 @@ def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, o
         dl.load_state_dict(loader_state)
         return iter(dl)
     if callable(getattr(sampler, 'set_epoch', None)): sampler.set_epoch(epoch)
+    if type(dl) is DataLoader and isinstance(dl.generator, torch.Generator): dl.generator.manual_seed(seed)
     it = iter(dl)
     for _ in range(skip):
         try: next(it)

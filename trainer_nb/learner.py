@@ -18,8 +18,8 @@ from .callback.core import (Callbacks, CancelBackwardException, CancelBatchExcep
                                       HasCallbacks, as_callback_list, uncaught_cancel)
 from .controls import Controls
 from .core import DeferredInterrupt, FeatureMethod, SingleProcess, add_note, default_device, to_device
-from .data import (as_dataloaders, check_loader, draw_epoch_seed, epoch_batches, loader_len, prepare_loaders,
-                             release_workers, shard_loaders)
+from .data import (as_dataloaders, check_loader, draw_epoch_seed, loader_len, prepare_loaders, release_workers,
+                             shard_loaders)
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
 from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
@@ -213,8 +213,7 @@ class LoopParts(OneBatch):
         state = self.fit_state
         if state.seed_epoch != state.epoch:  # a new epoch: a new order (a resumed epoch keeps its own)
             state.epoch_seed, state.seed_epoch = draw_epoch_seed(self.dl), state.epoch
-        return epoch_batches(self.dl, state.epoch, state.epoch_seed, state.epoch_iter,
-                             self.stop_point.take_loader_state(), state.epoch_offset)
+        return self.stop_point.train_batches(self.dl, state)
 
     def _run_validate(self, dl, split: str = 'valid') -> dict | None:
         self._set_mode(False, dl)

@@ -9,7 +9,7 @@ import random
 
 import torch
 
-from .data import is_stateful, loader_len
+from .data import epoch_batches, is_stateful, loader_len, replays
 
 # %% auto #0
 __all__ = ['StepCount', 'FitState', 'check_count', 'new_fit_state', 'match_world', 'rng_states', 'set_rng_states', 'StopPoint',
@@ -206,6 +206,7 @@ class StopPoint:
         self.rng: dict | None = None       # the random states where the fit stopped
         self.valid_rng: dict | None = None # the random states at the start of the running validation
         self.loader: dict | None = None    # a stateful train loader's position where the fit stopped
+        self.epoch_rng: list | None = None # [epoch, random states at its start], for a loader that is replayed
         self.cb_states: dict = {}          # loaded states of callbacks the learner does not have (yet)
 
     def remember(self, train_dl):
@@ -219,6 +220,18 @@ class StopPoint:
         loader, self.loader = self.loader, None
         return loader
 
+    def train_batches(self, dl, state: FitState):
+        "The training batches of `state`'s epoch, from where it is (a replayed loader: from the epoch's random states)."
+        args = (dl, state.epoch, state.epoch_seed, state.epoch_iter, self.take_loader_state(), state.epoch_offset)
+        if not replays(dl): return epoch_batches(*args)
+        if self.epoch_rng is None or self.epoch_rng[0] != state.epoch:  # a new epoch: remember how it starts
+            self.epoch_rng = [state.epoch, rng_states()]
+            return epoch_batches(*args)
+        stop = rng_states()  # a resumed epoch: load its first batches again as they were loaded, then go on
+        set_rng_states(self.epoch_rng[1])
+        try: return epoch_batches(*args)
+        finally: set_rng_states(stop)
+
     def restore_rng(self):
         "Put the random generators back where the fit stopped (if it stopped cleanly)."
         if self.rng is not None: set_rng_states(self.rng)
@@ -229,9 +242,10 @@ class StopPoint:
         from trainer_nb.checkpoint import callbacks_after_restart  # (a feature chapter: imported only after a restart)
         return callbacks_after_restart(plan, self.cb_states, extra)
 
-    def load(self, rng: dict, loader: dict | None, cb_states: dict):
-        "The stop point of a checkpoint: its random states, loader position and unclaimed callback states."
+    def load(self, rng: dict, loader: dict | None, cb_states: dict, epoch_rng: list | None = None):
+        "The stop point of a checkpoint: its random states, loader position, unclaimed callback states, epoch's start."
         self.rng, self.loader, self.cb_states, self.fit_cbs, self.valid_rng = rng, loader, cb_states, None, None
+        self.epoch_rng = epoch_rng
 
 # %% ../nbs/03b_state.ipynb #a6d68968
 def is_resumable(learn) -> bool:
