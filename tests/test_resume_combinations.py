@@ -406,6 +406,30 @@ def test_replayed_loaders_with_random_draws_resume_exactly(tmp_path, kind, worke
             assert_same_end(ref, learn, f"{kind}, {workers} workers, stopped at step {step}, {'from disk' if disk else 'in process'}")
 
 
+@pytest.mark.parametrize('where,disk', [('train', True), ('valid', False), ('valid', True)])
+def test_validation_augmented_in_workers_resumes_exactly(tmp_path, where, disk):
+    """A validation loader with random draws in 2 workers (test-time augmentation): after a stop in training or in a
+    validation, resumed in process or after a restart, the validations give what they gave in the run never stopped.
+    Before `eval_batches` seeded the workers from the step, a restart gave other validation losses."""
+    def make(path, cbs=()):
+        torch.manual_seed(0)
+        dls = (DataLoader(TensorDataset(*data(96)[0].tensors), 8, shuffle=True), DataLoader(Augmented(40), 8, num_workers=2))
+        return Learner(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)), dls, nn.functional.cross_entropy,
+                       lr=1e-2, path=path, cbs=list(cbs), progress=False)
+    ref = make(tmp_path / 'ref')
+    ref.fit(3)
+    point = ('train', 'after_batch', 16, 'stop') if where == 'train' else ('valid', (1, 2), 'stop')
+    learn = make(tmp_path / 'run', [Stopper([point])])
+    learn.fit(3)
+    assert learn.stop_reason == 'interrupted'
+    if disk:
+        learn = make(tmp_path / 'run', [Stopper([], fired=[point])])
+        torch.manual_seed(7)
+        learn.load('last')
+    quiet_resume(learn)
+    assert_same_end(ref, learn, f"validation augmented in workers, a stop in {where}, {'from disk' if disk else 'in process'}")
+
+
 class StopperInProcess(Stopper):
     "A `Stopper` that acts in one process only (a click in process 0's panel, an interrupt of one process)."
     def __init__(self, points, rank, fired=()):

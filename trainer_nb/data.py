@@ -16,8 +16,8 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
 # %% auto #0
 __all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'SeededIndex', 'sample_seed',
            'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardSampler',
-           'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful', 'replays', 'epoch_batches',
-           'release_workers']
+           'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers',
+           'epoch_batches', 'eval_batches', 'release_workers']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -255,6 +255,10 @@ def replays(dl) -> bool:
     "Whether a resumed epoch of `dl` is reached by loading its first batches again (no `ResumableSampler`, no state)."
     return not isinstance(getattr(dl, 'sampler', None), ResumableSampler) and not is_stateful(dl)
 
+def seed_workers(dl, seed: int):
+    "Seed the generator that gives the workers their seeds, in a loader the learner prepared (a user's own: left alone)."
+    if isinstance(getattr(dl, 'worker_init_fn', None), IgnoreSigint): dl.generator.manual_seed(seed)
+
 def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, offset: int | None = None):
     "An iterator over the batches of `dl` for `epoch` (order `seed`), after `skip` batches (or `offset` samples, all processes together)."
     sampler = getattr(dl, 'sampler', None)
@@ -266,12 +270,18 @@ def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, o
         dl.load_state_dict(loader_state)
         return iter(dl)
     if callable(getattr(sampler, 'set_epoch', None)): sampler.set_epoch(epoch)
-    if type(dl) is DataLoader and isinstance(dl.generator, torch.Generator): dl.generator.manual_seed(seed)
+    seed_workers(dl, seed)
     it = iter(dl)
     for _ in range(skip):
         try: next(it)
         except StopIteration: break
     return it
+
+# %% ../nbs/03a_data.ipynb #7fbe5958
+def eval_batches(dl, seed: int):
+    "An iterator over an evaluation loader whose workers start from `seed` (the learner's step: see above)."
+    seed_workers(dl, seed)
+    return iter(dl)
 
 # %% ../nbs/03a_data.ipynb #07a64e62
 def release_workers(dls: DataLoaders):

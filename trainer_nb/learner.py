@@ -18,8 +18,8 @@ from .callback.core import (Callbacks, CancelBackwardException, CancelBatchExcep
                                       HasCallbacks, as_callback_list, uncaught_cancel)
 from .controls import Controls
 from .core import DeferredInterrupt, FeatureMethod, SingleProcess, add_note, default_device, to_device
-from .data import (as_dataloaders, check_loader, draw_epoch_seed, loader_len, prepare_loaders, release_workers,
-                             shard_loaders)
+from .data import (as_dataloaders, check_loader, draw_epoch_seed, eval_batches, loader_len, prepare_loaders,
+                             release_workers, shard_loaders)
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
 from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
@@ -118,7 +118,7 @@ class LearnerViews(LearnerBase):
         "Where checkpoint `name` lives: `<path>/checkpoints/<name>.pt`."
         return self.path / 'checkpoints' / f'{name}.pt'
 
-    # its whole state, as a dict and as a file: `state_dict()`, `load_state_dict(state)`, `save(name)`, `load(name)`
+    # its whole state, as a dict and as a file: functions of the `checkpoint` chapter, imported when first used
     state_dict = FeatureMethod('trainer_nb.checkpoint', 'learner_state')
     load_state_dict = FeatureMethod('trainer_nb.checkpoint', 'restore_learner')
     save = FeatureMethod('trainer_nb.checkpoint', 'save_learner')
@@ -227,7 +227,7 @@ class LoopParts(OneBatch):
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
         with torch.no_grad():
             t0 = time.perf_counter()
-            for i, batch in enumerate(self.dl):
+            for i, batch in enumerate(eval_batches(self.dl, self.fit_state.step)):  # (workers seeded from the step)
                 if self.stop_requested and self.in_fit and self.comm.checks_stop_in_validation:
                     raise CancelFitException('stop requested')
                 self.data_time, self.fit_state.iter = time.perf_counter() - t0, i
