@@ -264,7 +264,7 @@ def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, o
     sampler = getattr(dl, 'sampler', None)
     if isinstance(sampler, ResumableSampler):
         sampler.set_order(seed, skip * dl.batch_size if offset is None else offset)
-        dl.generator.manual_seed(seed)
+        seed_workers(dl, seed)
         return iter(dl)
     if skip and loader_state is not None and is_stateful(dl):
         dl.load_state_dict(loader_state)
