@@ -5,7 +5,6 @@
 # %% ../nbs/04_learner.ipynb #2dd2c781
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from .data import (as_dataloaders, check_loader, draw_epoch_seed, eval_batches, 
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
 from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
-                              check_run_folder, check_step_output, make_optimizer, nan_guard_for, nonfinite_message,
+                              check_run_folder, check_step_output, make_optimizer, nan_guard_for,
                               refuse_nested, scaled_step, split_batch, step_scalars, with_defaults)
 from .state import (FitState, StopPoint, check_resumable, match_world, new_fit_state, rng_states,
                               set_rng_states)
@@ -166,8 +165,8 @@ class OneBatch(LearnerViews):
 
     def _train_one_batch(self):
         self._forward()
-        if self.guard is not None and self.loss is not None and self.comm.any(self.guard.nonfinite(self.loss)):
-            self._stop_nonfinite(self.loss)
+        if self.guard is not None and self.guard.stops(self.loss, self.comm, self.fit_state):  # (a NaN or inf loss)
+            self.stop_requested, self.stop_kind = True, 'nonfinite'
             raise CancelBatchException  # no backward, no step
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
         finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
@@ -179,12 +178,6 @@ class OneBatch(LearnerViews):
         "Step what the epoch's last batches left (a loader of unknown length, a skipped batch); a callback may put it off."
         try: self._step_and_zero()
         except CancelBatchException: pass  # (its gradients go on to the next step, as when a batch puts its step off)
-
-    def _stop_nonfinite(self, loss=None):
-        "The NaN guard saw a NaN or infinite loss (here or in another process): say where, and stop at the next boundary."
-        if loss is not None and math.isfinite(loss.item()): loss = None  # (another process's loss was not finite)
-        print(nonfinite_message(self.fit_state, loss), flush=True)
-        self.stop_requested, self.stop_kind = True, 'nonfinite'
 
     def _step_and_zero(self):
         self.callbacks.phase('step', self._opt_step, CancelStepException)
@@ -270,7 +263,8 @@ class BatchBoundary(LoopParts):
     def _at_boundary(self):
         "The batch boundary: apply the controls requested since the last one; then, if all agree, stop the fit here."
         requests = self.controls.take() if self.controls.waiting else []
-        if self.guard is not None and self.guard.deferred and self.guard.seen(): self._stop_nonfinite()
+        if self.guard is not None and self.guard.reported(self.fit_state):  # (a deferred guard: a NaN seen on the device)
+            self.stop_requested, self.stop_kind = True, 'nonfinite'
         stop, requests = self.comm.at_boundary(self._stop(), requests)
         if requests:  # (rare) every process carries them out, then all agree again: a request may ask for a stop
             self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
@@ -349,7 +343,7 @@ class FitRunner(TrainingLoop):
             try:
                 self.callbacks.run('before_fit')
                 self._do_epochs()
-                nonfinite = self.guard is not None and self.guard.seen_at_end(self.fit_state)  # (a deferred guard)
+                nonfinite = self.guard is not None and self.guard.reported(self.fit_state, wait=True)  # (deferred)
                 self._stopped('nonfinite' if nonfinite else 'completed')
             except CancelFitException:
                 self._stopped(self.stop_kind if self.stop_requested else 'cancelled', at_boundary=True)

@@ -202,9 +202,15 @@ class NanGuard:
             self._event.synchronize()
         return bool(self._host)
 
-    def seen_at_end(self, state) -> bool:
-        "Deferred, at the end of a fit: whether a loss was NaN or inf (its one wait for the device in a fit); says where."
-        if not self.deferred or not self.seen(wait=True): return False
+    def stops(self, loss: torch.Tensor | None, comm, state) -> bool:
+        "Whether the fit stops before the update of this batch: its `loss`, or another process's, is NaN or inf (says where)."
+        if loss is None or not comm.any(self.nonfinite(loss)): return False
+        print(nonfinite_message(state, None if math.isfinite(loss.item()) else loss), flush=True)  # (None: another's)
+        return True
+
+    def reported(self, state, wait: bool = False) -> bool:
+        "Deferred: whether the host knows that a loss was NaN or inf, now or after waiting for the device; says where."
+        if not self.deferred or not self.seen(wait): return False
         print(nonfinite_message(state), flush=True)
         return True
 
