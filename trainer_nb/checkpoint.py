@@ -22,7 +22,7 @@ from .state import FitState, rng_states, set_rng_states
 __all__ = ['FORMAT', 'atomic_write', 'atomic_save', 'remove_stale_temps', 'check_writable', 'CheckpointError', 'load_checkpoint',
            'check_state_keys', 'check_optimizer_state', 'callback_keys', 'learner_state', 'pending_grads',
            'nonfinite_weights', 'check_learner_state', 'restore_learner', 'rebuild_callbacks',
-           'callbacks_after_restart', 'save_learner', 'load_learner']
+           'callbacks_after_restart', 'checkpoint_path', 'save_learner', 'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #f584d239
 def atomic_write(path: str | Path, write) -> Path:
@@ -266,7 +266,11 @@ def callbacks_after_restart(plan: dict, cb_states: dict, extra: list) -> list:
         if cb.name in cb_states: cb.load_state_dict(cb_states.pop(cb.name))
     return cbs
 
-# %% ../nbs/06_checkpoint.ipynb #19c48265
+# %% ../nbs/06_checkpoint.ipynb #d0d1815d
+def checkpoint_path(learn, name: str) -> Path:
+    "Where checkpoint `name` of `learn` lives: `<path>/checkpoints/<name>.pt`."
+    return learn.path / 'checkpoints' / f'{name}.pt'
+
 def save_learner(learn, name: str = 'last') -> Path:
     "Save a checkpoint atomically as `<path>/checkpoints/<name>.pt`, and return that path (process 0 only writes)."
     path = learn.checkpoint_path(name)

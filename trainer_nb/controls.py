@@ -9,20 +9,17 @@ import math
 import threading
 
 # %% auto #0
-__all__ = ['Controls']
+__all__ = ['ControlRequests', 'Controls']
 
 # %% ../nbs/03c_controls.ipynb #6ad33f46
-class Controls:
-    "Requests to a running fit, from any thread; the loop applies them at the next batch boundary."
+class ControlRequests:
+    "Requests to a running fit, from any thread, queued until the loop takes them at the next batch boundary."
     def __init__(self):
         self._lock = threading.Lock()
         self._queue: list[tuple] = []  # requests not yet taken by the loop: ('save', 'last'), ('scale_lr', 0.5)...
         self.pending: list[tuple] = [] # taken at a boundary and not yet carried out (a stop leaves them to `resume`)
         self.waiting = False           # whether there are requests to take: read by the loop at each boundary
-        self.lr_scale = 1.             # the factor on the lr, from scale_lr (saved in checkpoints)
-        self.stop_after_epoch = False  # set when a stop(when='epoch') takes effect
-        self.history: list[dict] = []  # each request that took effect: {'control', 'value', 'step', 'message'}
-        self.last: str | None = None   # the last one, in words (what the control panel shows)
+        self.stop_kind = None          # the stop the loop makes at its next boundary (see `request_stop`)
 
     def stop(self, when: str = 'batch'):
         "Stop the fit after the current batch (`'batch'`), or after the current epoch and its validation (`'epoch'`)."
@@ -45,6 +42,10 @@ class Controls:
             raise ValueError(f"scale_lr takes a finite factor > 0, got {factor!r}.")
         self._put(('scale_lr', float(factor)))
 
+    def request_stop(self, kind: str = 'interrupted'):
+        "Stop at the next boundary, as `kind`: 'interrupted', 'cancelled' or 'nonfinite'. No lock: a signal handler calls it."
+        if self.stop_kind is None or kind != 'cancelled': self.stop_kind = kind  # (a callback's cancel does not hide an interrupt)
+
     def _put(self, request: tuple):
         with self._lock:
             self._queue.append(request)
@@ -56,14 +57,25 @@ class Controls:
             requests, self.pending, self._queue, self.waiting = self.pending + self._queue, [], [], False
         return sorted(requests, key=lambda request: request[0] != 'stop')  # (stable: the others keep their order)
 
+# %% ../nbs/03c_controls.ipynb #90b50af5
+class Controls(ControlRequests):
+    "Requests to a running fit (see `ControlRequests`), and what those the loop carried out changed."
+    def __init__(self):
+        super().__init__()
+        self.lr_scale = 1.             # the factor on the lr, from scale_lr (saved in checkpoints)
+        self.stop_after_epoch = False  # set when a stop(when='epoch') takes effect
+        self.history: list[dict] = []  # each request that took effect: {'control', 'value', 'step', 'message'}
+        self.last: str | None = None   # the last one, in words (what the control panel shows)
+
     def start_fit(self):
-        "A fit starts (or resumes): no stop after the epoch yet; what a stop left pending is taken at the first boundary."
-        self.stop_after_epoch = False
+        "A fit starts (or resumes): no stop yet; what a stop left pending is taken at the first boundary."
+        self.stop_after_epoch, self.stop_kind = False, None
         if self.pending: self.waiting = True
 
     def took_effect(self, kind: str, value, step: int, storage, result=None) -> str:
         "What the loop calls once it has carried out a request at `step` (`result`: the saved path, the validation's results)."
         if kind == 'stop':
+            if value == 'batch': self.request_stop()
             self.stop_after_epoch = self.stop_after_epoch or value == 'epoch'
             message = f"stop after this {value} (requested at step {step})"
         elif kind == 'save': message = f"saved {result} at step {step}"

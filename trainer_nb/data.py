@@ -50,6 +50,13 @@ class DataLoaders:
         self.valid = None if valid is None else check_loader(valid, 'valid')
         self.test = None if test is None else check_loader(test, 'test')
 
+    def eval_loader(self, dl=None):
+        "The loader to evaluate on: `dl`, checked, or else the validation loader (an error if there is none)."
+        if dl is not None: return check_loader(dl, 'valid')
+        if self.valid is None:
+            raise ValueError("There is no validation loader: pass validate(dl=...) or DataLoaders(train, valid).")
+        return self.valid
+
     def __repr__(self):
         return (f"DataLoaders(train={type(self.train).__name__}, valid={type(self.valid).__name__}, "
                 f"test={type(self.test).__name__})")

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -17,15 +16,14 @@ from .callback.core import (Callbacks, CancelBackwardException, CancelBatchExcep
                                       HasCallbacks, as_callback_list, uncaught_cancel)
 from .controls import Controls
 from .core import DeferredInterrupt, FeatureMethod, SingleProcess, add_note, default_device, to_device
-from .data import (as_dataloaders, check_loader, draw_epoch_seed, eval_batches, loader_len, prepare_loaders,
-                             release_workers, shard_loaders)
+from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, shard_loaders
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
 from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
                               check_run_folder, check_step_output, make_optimizer, nan_guard_for,
-                              refuse_nested, scaled_step, split_batch, step_scalars, with_defaults)
+                              refuse_nested, scaled_step, set_lr, split_batch, step_scalars, with_defaults)
 from .state import (FitState, StopPoint, check_resumable, match_world, new_fit_state, rng_states,
-                              set_rng_states)
+                              set_rng_states, start_state)
 
 # %% auto #0
 __all__ = ['LearnerBase', 'LearnerViews', 'OneBatch', 'LoopParts', 'BatchBoundary', 'TrainingLoop', 'FitRunner', 'Evaluation',
@@ -62,8 +60,7 @@ class LearnerBase(HasCallbacks):
         self.comm = SingleProcess()  # the processes training together (see `DistributedTrainer`)
         self.controls = Controls()  # requests from a person (widgets) or code, applied at batch boundaries
         self.callbacks = Callbacks(learn=self)
-        self.training = self.in_fit = self.stop_requested = False
-        self.stop_kind = 'interrupted'  # what a requested stop is: 'interrupted', or 'cancelled' (by a callback)
+        self.training = self.in_fit = False
         self.dl = self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
         self.split, self.data_time = 'train', 0.  # split: 'train', 'valid', 'test' or 'preds' (get_preds)
         self.valid_results = self.test_results = self.lr_find_results = None
@@ -80,8 +77,7 @@ class LearnerBase(HasCallbacks):
         "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
         if reason not in ('interrupted', 'cancelled'):
             raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
-        if not self.stop_requested or reason == 'interrupted': self.stop_kind = reason
-        self.stop_requested = True
+        self.controls.request_stop(reason)
 
     def set_comm(self, comm):
         "Train with the processes of `comm` (see `distributed`): split the loaders, convert an interrupted fit's position."
@@ -98,6 +94,7 @@ class LearnerViews(LearnerBase):
     iter = property(lambda self: self.fit_state.iter, doc="The batch of the running phase, from 0.")
     step = property(lambda self: self.fit_state.step, doc="The optimizer steps taken, over all fits.")
     stop_reason = property(lambda self: self.fit_state.stop_reason, doc="Why the last fit ended (None while it runs).")
+    stop_requested = property(lambda self: self.controls.stop_kind is not None, doc="Whether a stop waits for the boundary.")
     rank = property(lambda self: self.comm.rank, doc="This process among those training together (0 alone).")
     world_size = property(lambda self: self.comm.world_size, doc="How many processes train together.")
     @property
@@ -113,15 +110,12 @@ class LearnerViews(LearnerBase):
         "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
         return self.removed_cbs(*[c for c in self.cbs if c.name in ('progress', 'live_plot', 'control_panel')])
 
-    def checkpoint_path(self, name: str) -> Path:
-        "Where checkpoint `name` lives: `<path>/checkpoints/<name>.pt`."
-        return self.path / 'checkpoints' / f'{name}.pt'
-
     # its whole state, as a dict and as a file: functions of the `checkpoint` chapter, imported when first used
     state_dict = FeatureMethod('trainer_nb.checkpoint', 'learner_state')
     load_state_dict = FeatureMethod('trainer_nb.checkpoint', 'restore_learner')
     save = FeatureMethod('trainer_nb.checkpoint', 'save_learner')
     load = FeatureMethod('trainer_nb.checkpoint', 'load_learner')
+    checkpoint_path = FeatureMethod('trainer_nb.checkpoint', 'checkpoint_path')
 
 # %% ../nbs/04_learner.ipynb #e509f699
 _CPU = torch.device('cpu')  # (compared with, rather than reading `device.type`, which builds a string: 0.2 us)
@@ -166,7 +160,7 @@ class OneBatch(LearnerViews):
     def _train_one_batch(self):
         self._forward()
         if self.guard is not None and self.guard.stops(self.loss, self.comm, self.fit_state):  # (a NaN or inf loss)
-            self.stop_requested, self.stop_kind = True, 'nonfinite'
+            self.controls.request_stop('nonfinite')
             raise CancelBatchException  # no backward, no step
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
         finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
@@ -195,18 +189,11 @@ class OneBatch(LearnerViews):
 
 # %% ../nbs/04_learner.ipynb #b8edf8e1
 class LoopParts(OneBatch):
-    "The small pieces of the loop: modes, the data of an epoch, a validation pass and its results."
+    "The small pieces of the loop: modes, and a validation pass and its results."
     def _set_mode(self, training: bool, dl):
         self.training, self.dl = training, dl
         self.model.train(training)
         self.callbacks.set_mode(training)
-
-    def _train_iter(self):
-        "The training batches of this epoch, from where the fit state says it is."
-        state = self.fit_state
-        if state.seed_epoch != state.epoch:  # a new epoch: a new order (a resumed epoch keeps its own)
-            state.epoch_seed, state.seed_epoch = draw_epoch_seed(self.dl), state.epoch
-        return self.stop_point.train_batches(self.dl, state)
 
     def _run_validate(self, dl, split: str = 'valid') -> dict | None:
         self._set_mode(False, dl)
@@ -236,9 +223,8 @@ class BatchBoundary(LoopParts):
     def _eval_if_due(self):
         "Validate between two training batches if `eval_every` says so, then go back to the training batches."
         if self.fit_state.eval_due() and self.dls.valid is not None:
-            train_dl = self.dl
             self._validate_in_fit()
-            self._set_mode(True, train_dl)
+            self._set_mode(True, self.dls.train)
 
     def _validate_in_fit(self):
         self._run_validate(self.dls.valid)
@@ -246,7 +232,6 @@ class BatchBoundary(LoopParts):
 
     def _apply_control(self, kind: str, value):
         "Carry out one request of `learn.controls`, on the loop's thread, at a batch boundary (then `took_effect`)."
-        if kind == 'stop' and value == 'batch': self.request_stop()
         if kind == 'save': result = self.save(value).relative_to(self.path)
         else: result = self._requested_validation() if kind == 'validate' else None
         self.controls.took_effect(kind, value, self.fit_state.step, self.storage, result)
@@ -254,28 +239,26 @@ class BatchBoundary(LoopParts):
     def _requested_validation(self) -> dict | None:
         "A validation asked for mid-epoch; the training goes on as if it had not happened (same random streams)."
         if self.dls.valid is None: return None
-        rng, train_dl = rng_states(), self.dl
+        rng = rng_states()
         results = self._run_validate(self.dls.valid)
         set_rng_states(rng)
-        self._set_mode(True, train_dl)
+        self._set_mode(True, self.dls.train)
         return results or {}
 
     def _at_boundary(self):
         "The batch boundary: apply the controls requested since the last one; then, if all agree, stop the fit here."
         requests = self.controls.take() if self.controls.waiting else []
         if self.guard is not None and self.guard.reported(self.fit_state):  # (a deferred guard: a NaN seen on the device)
-            self.stop_requested, self.stop_kind = True, 'nonfinite'
-        stop, requests = self.comm.at_boundary(self._stop(), requests)
+            self.controls.request_stop('nonfinite')
+        stop, requests = self.comm.at_boundary(self.controls.stop_kind, requests)
         if requests:  # (rare) every process carries them out, then all agree again: a request may ask for a stop
             self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
             for kind, value in requests: self._apply_control(kind, value)
-            stop, _ = self.comm.at_boundary(self._stop(), [])
+            stop, _ = self.comm.at_boundary(self.controls.stop_kind, [])
         # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
         if stop and (not self.fit_state.pending_micro or self.comm.stops_mid_accumulation or stop == 'nonfinite'):
-            self.stop_requested, self.stop_kind = True, stop
+            self.controls.stop_kind = stop  # (the strongest of all processes' stops)
             raise CancelFitException('stop requested')
-
-    def _stop(self) -> str | None: return self.stop_kind if self.stop_requested else None
 
 # %% ../nbs/04_learner.ipynb #91e24795
 class TrainingLoop(BatchBoundary):
@@ -300,11 +283,9 @@ class TrainingLoop(BatchBoundary):
     def _train_batches(self):
         state = self.fit_state
         self._eval_if_due()  # a validation that an interrupt cut short is run again first
-        batches, t0 = self._train_iter(), time.perf_counter()
-        while True:
-            self._at_boundary()
-            try: batch = next(batches)
-            except StopIteration: break
+        batches, t0 = self.stop_point.train_batches(self.dl, state), time.perf_counter()
+        self._at_boundary()
+        for batch in batches:
             self.data_time = time.perf_counter() - t0
             self._set_batch(batch)
             state.start_train_batch(batch_size(self.xb, self.yb) * self.comm.world_size)
@@ -314,6 +295,7 @@ class TrainingLoop(BatchBoundary):
             if state.n_steps is not None and state.fit_steps >= state.n_steps: return
             if state.eval_every: self._eval_if_due()
             t0 = time.perf_counter()
+            self._at_boundary()
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
         if state.pending_micro: self._step_last_group()
 
@@ -322,10 +304,8 @@ class FitRunner(TrainingLoop):
     "Running a fit: the fit phase, the one place that sets its stop reason, errors, and `after_fit` always."
     def _run_fit(self, state: FitState, cbs: list):
         self.fit_state, self.stop_point.fit_cbs = state, cbs
-        state.stop_reason, state.resumable = None, False
-        self.stop_requested, self.stop_kind = False, 'interrupted'
+        start_state(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
         self.controls.start_fit()
-        match_world(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
         self.guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
         with self.added_cbs(cbs), self.storage, DeferredInterrupt(self.request_stop):
             self.in_fit = True
@@ -346,7 +326,7 @@ class FitRunner(TrainingLoop):
                 nonfinite = self.guard is not None and self.guard.reported(self.fit_state, wait=True)  # (deferred)
                 self._stopped('nonfinite' if nonfinite else 'completed')
             except CancelFitException:
-                self._stopped(self.stop_kind if self.stop_requested else 'cancelled', at_boundary=True)
+                self._stopped(self.controls.stop_kind or 'cancelled', at_boundary=True)
                 self.callbacks.run('after_cancel_fit')
             if self.stop_reason != 'interrupted' and self.dls.test is not None:
                 self.test_results = self._run_validate(self.dls.test, split='test')
@@ -389,9 +369,7 @@ class Evaluation(FitRunner):
     def evaluate(self, dl=None, split: str = 'valid') -> dict | None:
         "One validate phase over `dl` (default: the validation loader) outside a fit: its results, None if cancelled."
         refuse_nested(self.in_fit, 'validate')
-        if dl is None and self.dls.valid is None:
-            raise ValueError("There is no validation loader: pass validate(dl=...) or DataLoaders(train, valid).")
-        dl = self.dls.valid if dl is None else check_loader(dl, 'valid')
+        dl = self.dls.eval_loader(dl)
         was_training = self.model.training
         with self.storage:
             try: return self._run_validate(dl, split)
@@ -421,8 +399,7 @@ class Learner(Evaluation):
         cbs = as_callback_list(cbs)
         n_batches, world_size = loader_len(self.dls.train), self.comm.world_size
         state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, world_size, cbs)
-        if lr is not None:
-            for g in self.opt.param_groups: g['lr'] = check_lr(lr)
+        if lr is not None: set_lr(self.opt, check_lr(lr))
         self.stop_point, self.controls.pending = StopPoint(), []  # (what a stopped fit left undone is for `resume`)
         self._run_fit(state, cbs)
 

@@ -17,8 +17,8 @@ from .core import find_bs
 # %% auto #0
 __all__ = ['FUSED_ON_CUDA', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device', 'check_parts', 'make_optimizer',
            'check_metrics_loaders', 'refuse_nested', 'with_defaults', 'default_callbacks', 'split_batch', 'batch_size',
-           'check_loss', 'check_step_output', 'step_scalars', 'scaled_step', 'skips_on_device', 'nonfinite_message',
-           'NanGuard', 'nan_guard_for']
+           'check_loss', 'check_step_output', 'step_scalars', 'set_lr', 'scaled_step', 'skips_on_device',
+           'nonfinite_message', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -141,7 +141,11 @@ def step_scalars(out: dict) -> dict | None:
     "The scalars a `train_step` returned to be logged (all but loss, pred and target), or None."
     return {k: v for k, v in out.items() if k not in STEP_KEYS} or None
 
-# %% ../nbs/03d_parts.ipynb #13ac9d83
+# %% ../nbs/03d_parts.ipynb #9b855140
+def set_lr(opt: torch.optim.Optimizer, lr: float):
+    "Set the learning rate of every parameter group of `opt` to `lr`."
+    for group in opt.param_groups: group['lr'] = lr
+
 def scaled_step(opt: torch.optim.Optimizer, scale: float):
     "An optimizer step with each group's lr times `scale`, on top of whatever set it (a schedule): for this step only."
     lrs = [g['lr'] for g in opt.param_groups]

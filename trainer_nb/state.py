@@ -9,11 +9,11 @@ import random
 
 import torch
 
-from .data import epoch_batches, is_stateful, loader_len, replays
+from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, replays
 
 # %% auto #0
-__all__ = ['StepCount', 'FitState', 'check_count', 'new_fit_state', 'match_world', 'rng_states', 'set_rng_states', 'StopPoint',
-           'is_resumable', 'check_resumable', 'fit_status']
+__all__ = ['StepCount', 'FitState', 'check_count', 'new_fit_state', 'match_world', 'start_state', 'rng_states', 'set_rng_states',
+           'StopPoint', 'is_resumable', 'check_resumable', 'fit_status']
 
 # %% ../nbs/03b_state.ipynb #dd995c2e
 class StepCount:
@@ -177,6 +177,11 @@ def match_world(state: FitState, world_size: int, train_dl):
     state.world_size = world_size
     state.estimate_epochs()
 
+def start_state(state: FitState, world_size: int, train_dl):
+    "A fit starts or resumes from `state`: no stop reason yet, and a position saved with other processes moved."
+    state.stop_reason, state.resumable = None, False
+    match_world(state, world_size, train_dl)
+
 # %% ../nbs/03b_state.ipynb #75acf48f
 def rng_states() -> dict:
     "The states of the python, numpy, torch and cuda random generators, as checkpoint-safe data."
@@ -222,6 +227,8 @@ class StopPoint:
 
     def train_batches(self, dl, state: FitState):
         "The training batches of `state`'s epoch, from where it is (a replayed loader: from the epoch's random states)."
+        if state.seed_epoch != state.epoch:  # a new epoch draws its order; a resumed one keeps the order it drew
+            state.epoch_seed, state.seed_epoch = draw_epoch_seed(dl), state.epoch
         args = (dl, state.epoch, state.epoch_seed, state.epoch_iter, self.take_loader_state(), state.epoch_offset)
         if not replays(dl): return epoch_batches(*args)
         if self.epoch_rng is None or self.epoch_rng[0] != state.epoch:  # a new epoch: remember how it starts

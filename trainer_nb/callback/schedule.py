@@ -13,7 +13,7 @@ import torch
 
 from .core import Callback, CancelFitException, CancelValidException, as_callback_list
 from ..events import EventStorage
-from ..parts import refuse_nested
+from ..parts import refuse_nested, set_lr
 from ..state import rng_states, set_rng_states
 
 # %% auto #0
@@ -230,8 +230,7 @@ class LRFinder(Callback):
     def before_batch(self):
         if not self.learn.training: return
         self._steps = self.learn.fit_state.fit_steps
-        lr = self.lr_at(self._steps)
-        for group in self.learn.opt.param_groups: group['lr'] = lr
+        set_lr(self.learn.opt, self.lr_at(self._steps))
 
     def after_batch(self):
         learn = self.learn
@@ -333,7 +332,7 @@ def _snapshot(learn) -> dict:
             'opt': copy.deepcopy(learn.opt.state_dict()), 'rng': rng_states(),
             'order_rng': None if sampler_gen is None else sampler_gen.get_state(),
             'cbs': {id(cb): copy.deepcopy(cb.state_dict()) for cb in learn.cbs},
-            'attrs': {k: getattr(learn, k) for k in ('storage', 'fit_state', 'stop_point', 'stop_requested', 'controls')}}
+            'attrs': {k: getattr(learn, k) for k in ('storage', 'fit_state', 'stop_point', 'controls')}}
 
 def _restore(learn, saved: dict):
     learn.model.load_state_dict(saved['model'])
