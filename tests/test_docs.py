@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -330,15 +329,16 @@ def test_tutorial_pages_show_their_plots(site):
 
 
 @pytest.fixture(scope='session')
-def browser_page():
+def browser_page(tmp_path_factory):
     "A page of a headless Debian Chromium driven by Playwright, with a fresh profile."
     require(importlib.util.find_spec('playwright') is not None, "Playwright missing: pip install playwright "
             "(it drives the system Chromium; no `playwright install` needed)")
     require(Path(CHROMIUM).exists(), f"{CHROMIUM} missing: apt-get update && apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
-    with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix='chromium-profile-') as profile:
+    profile = tmp_path_factory.mktemp('chromium-profile')
+    with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
             viewport={'width': 1400, 'height': 1000}, offline=True)
         page = context.new_page()
         yield page

@@ -88,29 +88,30 @@ def test_lr_find_between_interrupt_and_resume_changes_nothing(tmp_path):
 
 # --- digits figures -------------------------------------------------------------------------------------------
 
-def digits(bs=64, n=None, precision=None, cbs=(), seed=0, lr=1e-2, epochs=10):
+def digits(path, bs=64, n=None, precision=None, cbs=(), seed=0, lr=1e-2, epochs=10):
+    "A learner fit on the digits, with its run folder `path` (a test's `tmp_path`)."
     torch.manual_seed(seed)
     train, valid = digits_datasets()
     if n is not None: train = Subset(train, range(n))
     cbs = [*cbs, *([MixedPrecision(precision)] if precision else [])]
     learn = Learner(digits_model(), (DataLoader(train, batch_size=bs, shuffle=True), DataLoader(valid, batch_size=256)),
                     nn.functional.cross_entropy, lr=lr, metrics=[accuracy], progress=False, cbs=cbs, device='cpu',
-                    path='/tmp/trainer_nb_digits')
+                    path=path)
     learn.fit(epochs)
     return learn
 
 
-def test_bf16_matches_fp32_accuracy_on_digits():
-    fp32, bf16 = digits(epochs=20), digits(precision=torch.bfloat16, epochs=20)
+def test_bf16_matches_fp32_accuracy_on_digits(tmp_path):
+    fp32, bf16 = digits(tmp_path / 'fp32', epochs=20), digits(tmp_path / 'bf16', precision=torch.bfloat16, epochs=20)
     acc32, acc16 = fp32.validate()['accuracy'], bf16.validate()['accuracy']
     print(f"digits valid accuracy: fp32 {acc32:.4f}, bf16 {acc16:.4f}")
     assert acc16 >= 0.95 and abs(acc16 - acc32) <= 0.02
 
 
-def test_grad_accumulation_4x16_matches_batch_64_on_digits():
+def test_grad_accumulation_4x16_matches_batch_64_on_digits(tmp_path):
     n = 22 * 64  # whole batches in both runs
-    big = digits(bs=64, n=n, epochs=3)
-    acc = digits(bs=16, n=n, epochs=3, cbs=[GradientAccumulation(4)])
+    big = digits(tmp_path / 'big', bs=64, n=n, epochs=3)
+    acc = digits(tmp_path / 'acc', bs=16, n=n, epochs=3, cbs=[GradientAccumulation(4)])
     a = torch.tensor([v for v, _ in acc.storage.history('train/loss').values()])
     b = torch.tensor([v for v, _ in big.storage.history('train/loss').values()])
     assert a.shape == b.shape == (66,)
@@ -118,8 +119,8 @@ def test_grad_accumulation_4x16_matches_batch_64_on_digits():
     assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_lr_find_on_digits():
-    learn = digits(epochs=1)
+def test_lr_find_on_digits(tmp_path):
+    learn = digits(tmp_path, epochs=1)
     learn.model = digits_model()  # a fresh model, as before a first fit (the optimizer is remade to match)
     learn.opt = learn.create_opt()
     before = {k: v.clone() for k, v in learn.model.state_dict().items()}
