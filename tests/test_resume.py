@@ -147,3 +147,64 @@ def test_history_continues_across_fits_and_resume(tmp_path, reference):
     learn.resume()
     counts = {n: len(v) for n, v in history(learn).items()}
     assert counts['train/loss'] == TOTAL_STEPS and counts['valid/loss'] == N_EPOCHS
+
+
+# --- callbacks of one name, and a checkpoint loaded into the learner that stopped ------------------------------
+
+def plateau(patience, factor, min_delta=0.):
+    from trainer_nb.callback.tracker import ReduceLROnPlateau
+    return ReduceLROnPlateau(monitor='valid/loss', patience=patience, factor=factor, min_delta=min_delta,
+                             print_fn=lambda *a: None)
+
+
+def fit_with_plateaus(path, interrupter=None):
+    "A plain fit (no schedule: the lr is the plateaus'), with three `ReduceLROnPlateau`s: one the learner's own,"
+    "two given to the fit; each keeps other counters. Stopped by `interrupter`, then resumed from disk."
+    learn = make_learner(path, cbs=[plateau(2, 1.5, min_delta=0.04)])
+    fit_cbs = [plateau(1, 2., min_delta=0.05), plateau(2, 3., min_delta=0.1)]
+    learn.fit(N_EPOCHS, eval_every=3, cbs=fit_cbs + ([interrupter] if interrupter else []))
+    while learn.stop_reason != 'completed':
+        learn = make_learner(path, seed=99, cbs=[plateau(2, 1.5, min_delta=0.04)])
+        learn.load('last')
+        fit_cbs = [plateau(1, 2., min_delta=0.05), plateau(2, 3., min_delta=0.1)]
+        learn.resume(cbs=fit_cbs + [interrupter])
+    return learn, [(cb.best, cb.wait) for cb in [learn.reduce_lr_on_plateau, *fit_cbs]]
+
+
+def test_callbacks_of_one_name_get_their_own_states_back_after_a_restart(tmp_path):
+    reference, ref_states = fit_with_plateaus(tmp_path / 'reference')
+    assert len(set(lr for lr, _ in reference.storage.history('lr').values())) >= 3  # the plateaus acted
+    for step in (5, 17, 26):
+        learn, states = fit_with_plateaus(tmp_path / f'stop_{step}', Interrupter([('train', 'after_batch', step)]))
+        assert states == ref_states, f"stopped at step {step}"
+        assert_same_run(learn, reference)
+
+
+@pytest.mark.parametrize('name', ['last', 'step_0000014'])
+def test_a_checkpoint_loaded_into_the_learner_that_stopped_resumes_its_schedule(tmp_path, reference, name):
+    "Stop a one-cycle fit, load a checkpoint of it into the same learner (the last one, or an earlier one: a roll"
+    "back), and resume: the schedule continues from the file, and the fit ends as if never stopped."
+    learn = make_learner(tmp_path)
+    interrupter = Interrupter([('train', 'after_batch', 20)])
+    learn.fit_one_cycle(N_EPOCHS, 1e-2, cbs=[interrupter])
+    assert (learn.stop_reason, learn.step) == ('interrupted', 20)
+    learn.load(name)
+    learn.resume(cbs=[interrupter])
+    assert_same_run(learn, reference)
+
+
+def test_a_checkpoint_of_format_1_still_resumes_exactly(tmp_path, reference):
+    "Format 1 kept the states of the learner's callbacks and of the fit's in one dict: such a file still resumes."
+    learn = make_learner(tmp_path)
+    interrupter = Interrupter([('train', 'after_batch', 20)])
+    learn.fit_one_cycle(N_EPOCHS, 1e-2, cbs=[interrupter])
+    path = learn.checkpoint_path('last')
+    state = checkpoint_module.load_checkpoint(path)
+    assert state['format'] == 'trainer_nb.checkpoint/2' and state['fit_callbacks']  # (the schedule's state)
+    state['callbacks'].update(state.pop('fit_callbacks'))
+    state['format'] = 'trainer_nb.checkpoint/1'
+    torch.save(state, path)
+    learn = make_learner(tmp_path, seed=99)
+    learn.load('last')
+    learn.resume(cbs=[interrupter])
+    assert_same_run(learn, reference)

@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 
 from .data import is_stateful
-from .state import FitState, rng_states, set_rng_states
+from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['FORMAT', 'atomic_write', 'atomic_save', 'remove_stale_temps', 'check_writable', 'CheckpointError', 'load_checkpoint',
-           'check_state_keys', 'check_optimizer_state', 'callback_keys', 'learner_state', 'pending_grads',
+           'check_state_keys', 'check_optimizer_state', 'learner_state', 'own_callbacks', 'pending_grads',
            'nonfinite_weights', 'check_learner_state', 'restore_learner', 'rebuild_callbacks',
            'callbacks_after_restart', 'checkpoint_path', 'save_learner', 'load_learner']
 
@@ -177,15 +177,7 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
                                       f"{tuple(value.shape)}, the parameter {tuple(params[pid].shape)}. {fix}")
 
 # %% ../nbs/06_checkpoint.ipynb #46744a96
-FORMAT = 'trainer_nb.checkpoint/1'
-
-def callback_keys(cbs) -> dict:
-    "A unique checkpoint key for each callback: its name, then `<name>_2`, `<name>_3`... for others of that name."
-    keys, seen = {}, {}
-    for cb in cbs:
-        seen[cb.name] = seen.get(cb.name, 0) + 1
-        keys[cb.name if seen[cb.name] == 1 else f"{cb.name}_{seen[cb.name]}"] = cb
-    return keys
+FORMAT = 'trainer_nb.checkpoint/2'  # (2: the fit's callbacks apart from the learner's own; 1 had one dict)
 
 def learner_state(learn) -> dict:
     "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
@@ -195,15 +187,18 @@ def learner_state(learn) -> dict:
     fit_state = state.state_dict()
     if learn.in_fit and state.stop_reason is None: fit_state['resumable'] = True  # a boundary within a fit
     return {'format': FORMAT, 'model': learn.raw_model.state_dict(), 'opt': learn.opt.state_dict(),
-            'callbacks': {**stop.cb_states, **{k: cb.state_dict() for k, cb in callback_keys(_all_cbs(learn)).items()}},
+            'callbacks': {k: cb.state_dict() for k, cb in callback_keys(own_callbacks(learn)).items()},
+            'fit_callbacks': {**stop.cb_states,  # (those not yet given back to a resumed fit), then the fit's
+                              **{k: cb.state_dict() for k, cb in fit_callback_keys(stop.fit_cbs or []).items()}},
             'storage': learn.storage.state_dict(), 'fit_state': fit_state,
             'rng': stop.rng if stopped and stop.rng is not None else rng_states(),
             'loader': stop.loader if stopped else (train.state_dict() if is_stateful(train) else None),
             'grads': pending_grads(learn), 'controls': learn.controls.state_dict(), 'epoch_rng': stop.epoch_rng}
 
-def _all_cbs(learn) -> list:
-    "The learner's callbacks, and those of its stopped fit (which leave the learner when the fit ends)."
-    return list(learn.cbs) + [cb for cb in (learn.stop_point.fit_cbs or []) if cb not in learn.cbs]
+def own_callbacks(learn) -> list:
+    "The learner's own callbacks, which it keeps between fits: not those given to its running or stopped fit."
+    fit_cbs = learn.stop_point.fit_cbs or []
+    return [cb for cb in learn.cbs if not any(cb is c for c in fit_cbs)]
 
 def pending_grads(learn) -> dict | None:
     "The accumulated gradients, when a fit stopped between two optimizer steps of an accumulation."
@@ -233,13 +228,14 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     if weights_only_model: return
     learn.opt.load_state_dict(state['opt'])
     states = dict(state['callbacks'])
-    for key, cb in callback_keys(_all_cbs(learn)).items():
+    for key, cb in callback_keys(own_callbacks(learn)).items():
         if key in states: cb.load_state_dict(states.pop(key))
+    fit_states = dict(state['fit_callbacks']) if 'fit_callbacks' in state else states  # (format 1: one dict for both)
     learn.storage.load_state_dict(state['storage'])
     learn.fit_state = FitState()
     learn.fit_state.load_state_dict(state['fit_state'])
     set_rng_states(state['rng'])
-    learn.stop_point.load(state['rng'], state.get('loader'), states, state.get('epoch_rng'))  # (callbacks: later)
+    learn.stop_point.load(state['rng'], state.get('loader'), fit_states, state.get('epoch_rng'))  # (for `resume`)
     if 'controls' in state: learn.controls.load_state_dict(state['controls'])
     grads = state.get('grads') or {}
     for name, p in learn.raw_model.named_parameters():
@@ -262,8 +258,8 @@ def callbacks_after_restart(plan: dict, cb_states: dict, extra: list) -> list:
     if missing:
         warnings.warn(f"The fit being resumed was given callbacks {missing} in fit(cbs=...); pass them again: "
                       "learn.resume(cbs=[...]).", stacklevel=4)
-    for cb in cbs:
-        if cb.name in cb_states: cb.load_state_dict(cb_states.pop(cb.name))
+    for key, cb in fit_callback_keys(cbs).items():  # (the rebuilt ones have taken theirs)
+        if key in cb_states: cb.load_state_dict(cb_states.pop(key))
     return cbs
 
 # %% ../nbs/06_checkpoint.ipynb #d0d1815d

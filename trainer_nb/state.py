@@ -12,8 +12,9 @@ import torch
 from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, replays
 
 # %% auto #0
-__all__ = ['StepCount', 'FitState', 'check_count', 'new_fit_state', 'match_world', 'start_state', 'rng_states', 'set_rng_states',
-           'StopPoint', 'is_resumable', 'check_resumable', 'fit_status']
+__all__ = ['StepCount', 'FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state',
+           'match_world', 'start_state', 'rng_states', 'set_rng_states', 'StopPoint', 'is_resumable', 'check_resumable',
+           'fit_status']
 
 # %% ../nbs/03b_state.ipynb #dd995c2e
 class StepCount:
@@ -146,6 +147,23 @@ class FitState(StepCount):
         return (f"FitState({target}, epoch={self.epoch}, epoch_iter={self.epoch_iter}, fit_steps={self.fit_steps}, "
                 f"step={self.step}, stop_reason={self.stop_reason!r})")
 
+# %% ../nbs/03b_state.ipynb #c7a1e0f3
+def callback_keys(cbs) -> dict:
+    "A unique checkpoint key for each callback: its name, then `<name>_2`, `<name>_3`... for others of that name."
+    keys, seen = {}, {}
+    for cb in cbs:
+        seen[cb.name] = seen.get(cb.name, 0) + 1
+        keys[cb.name if seen[cb.name] == 1 else f"{cb.name}_{seen[cb.name]}"] = cb
+    return keys
+
+def rebuilds(cb) -> bool:
+    "Whether `cb` re-creates itself from its saved state after a restart (its class has `from_state_dict`)."
+    return hasattr(type(cb), 'from_state_dict')
+
+def fit_callback_keys(cbs) -> dict:
+    "The keys of a fit's callbacks: those that rebuild themselves first, then the others, each group in its order."
+    return callback_keys([cb for cb in cbs if rebuilds(cb)] + [cb for cb in cbs if not rebuilds(cb)])
+
 # %% ../nbs/03b_state.ipynb #ab0d7acf
 def check_count(value, name: str) -> int | None:
     "`value` if it is None or a whole number >= 1, else an error naming `name`."
@@ -161,9 +179,9 @@ def new_fit_state(n_epochs: int | None, n_steps: int | None, eval_every: int | N
         raise ValueError("fit needs a length: fit(n_epochs) for whole epochs, or fit(n_steps=N) for N steps.")
     if n_epochs is not None and n_steps is not None:
         raise ValueError(f"Give either n_epochs or n_steps, not both (got n_epochs={n_epochs}, n_steps={n_steps}).")
-    rebuilt = [cb for cb in cbs if hasattr(type(cb), 'from_state_dict')]
-    plan = {'method': 'fit', 'cbs': [cb.name for cb in cbs if cb not in rebuilt],
-            'rebuild': [[cb.name, f"{type(cb).__module__}.{type(cb).__qualname__}"] for cb in rebuilt]}
+    plan = {'method': 'fit', 'cbs': [cb.name for cb in cbs if not rebuilds(cb)],
+            'rebuild': [[key, f"{type(cb).__module__}.{type(cb).__qualname__}"]
+                        for key, cb in fit_callback_keys(cbs).items() if rebuilds(cb)]}
     state = FitState(check_count(n_epochs, 'n_epochs'), check_count(n_steps, 'n_steps'),
                      check_count(eval_every, 'eval_every'), previous.step, previous.samples, batches_per_epoch, plan)
     state.world_size = world_size
