@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 
@@ -64,13 +65,24 @@ class ObjectMetric(Metric):
         value = self.obj.compute()
         return float(value.item() if isinstance(value, torch.Tensor) else value)
 
+# %% ../nbs/03_metrics.ipynb #a5e1c0d2
+def _takes_preds_and_targets(func) -> bool:
+    "Whether `func(preds, targets)` is a call Python would accept (True where it cannot tell, as for some builtins)."
+    try: inspect.signature(func).bind(None, None)
+    except TypeError: return False
+    except ValueError: return True
+    return True
+
 def as_metric(m) -> Metric:
     "Turn `m` into a `Metric`, or say clearly why it cannot be one."
     if isinstance(m, Metric): return m
     if isinstance(m, type):
         raise TypeError(f"metrics got the class {m.__name__}; pass an instance: {m.__name__}().")
     if all(callable(getattr(m, a, None)) for a in ('reset', 'update', 'compute')): return ObjectMetric(m)
-    if callable(m): return AvgMetric(m)
+    if callable(m):
+        if _takes_preds_and_targets(m): return AvgMetric(m)
+        raise TypeError(f"metric {_func_name(m)}{inspect.signature(m)} cannot be called as f(preds, targets); "
+                        f"give it two arguments, e.g. def {_func_name(m)}(preds, targets): ...")
     raise TypeError(f"metrics must be functions f(preds, targets) or objects with reset/update/compute; "
                     f"got {m!r} of type {type(m).__name__}.")
 

@@ -12,12 +12,20 @@ import torch
 from .core import Callback, CancelBatchException, CancelFitException
 
 # %% auto #0
-__all__ = ['logged_names', 'improved', 'check_monitor', 'TerminateOnNaN', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau']
+__all__ = ['has_recorder', 'logged_names', 'improved', 'check_monitor', 'TerminateOnNaN', 'TrackerCallback', 'EarlyStopping',
+           'ReduceLROnPlateau']
 
 # %% ../../nbs/14_callback.tracker.ipynb #f3de1bb5
+def has_recorder(learn) -> bool:
+    "Whether `learn` has a `Recorder`: the callback that logs the losses, metrics and lr into its storage."
+    from trainer_nb.callback.recorder import Recorder  # here, not at the top: the trackers need it for this only
+    return any(isinstance(cb, Recorder) for cb in learn.cbs)
+
 def logged_names(learn) -> set[str]:
     "The storage names a fit of `learn` logs (or has logged): what `monitor=` arguments may name."
-    names = set(learn.storage.histories()) | {'train/loss', 'lr', 'samples', 'epoch'}
+    names = set(learn.storage.histories())
+    if not has_recorder(learn): return names
+    names |= {'train/loss', 'lr', 'samples', 'epoch'}
     for split, dl in (('valid', learn.dls.valid), ('test', learn.dls.test)):
         if dl is not None: names |= {f'{split}/loss'} | {f'{split}/{m.name}' for m in learn.metrics}
     return names
@@ -31,6 +39,9 @@ def improved(value: float, best: float | None, mode: str, min_delta: float = 0.)
 def check_monitor(learn, monitor: str, who: str):
     "Raise, when a fit starts, if `monitor` is not a scalar the fit logs."
     names = logged_names(learn)
+    if monitor not in names and not has_recorder(learn):
+        raise ValueError(f"{who}(monitor={monitor!r}): nothing logs it, because this learner has no Recorder (it was "
+                         f"built with default_cbs=False). Add one: cbs=[Recorder(), ...].")
     if monitor not in names:
         raise ValueError(f"{who}(monitor={monitor!r}): this fit logs no such scalar. Names it logs: {', '.join(sorted(names))}.")
 
