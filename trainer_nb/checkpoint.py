@@ -16,12 +16,13 @@ from pathlib import Path
 import torch
 
 from .data import is_stateful
+from .parts import DISPLAY_CALLBACKS
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['FORMAT', 'atomic_write', 'atomic_save', 'remove_stale_temps', 'check_writable', 'CheckpointError', 'load_checkpoint',
            'check_state_keys', 'check_optimizer_state', 'learner_state', 'own_callbacks', 'pending_grads',
-           'nonfinite_weights', 'check_learner_state', 'restore_learner', 'rebuild_callbacks',
+           'nonfinite_weights', 'check_learner_state', 'restore_learner', 'warn_unclaimed', 'rebuild_callbacks',
            'callbacks_after_restart', 'checkpoint_path', 'save_learner', 'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #f584d239
@@ -230,6 +231,7 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     states = dict(state['callbacks'])
     for key, cb in callback_keys(own_callbacks(learn)).items():
         if key in states: cb.load_state_dict(states.pop(key))
+    if 'fit_callbacks' in state: warn_unclaimed(states)
     fit_states = dict(state['fit_callbacks']) if 'fit_callbacks' in state else states  # (format 1: one dict for both)
     learn.storage.load_state_dict(state['storage'])
     learn.fit_state = FitState()
@@ -240,6 +242,13 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     grads = state.get('grads') or {}
     for name, p in learn.raw_model.named_parameters():
         p.grad = grads[name].to(p.device) if name in grads else None
+
+def warn_unclaimed(states: dict):
+    "Warn about the callback states of a checkpoint that no callback of the learner took (the display's aside)."
+    lost = [key for key, s in states.items() if s and key not in DISPLAY_CALLBACKS]
+    if lost: warnings.warn(f"The checkpoint holds the state of callbacks {lost}, which this learner does not have: "
+                           "it was not restored. Build the learner with them (Learner(..., cbs=[...])), then load.",
+                           stacklevel=4)
 
 def rebuild_callbacks(plan: dict, cb_states: dict) -> list:
     "The callbacks of a fit that rebuild themselves from their saved state (listed in the fit's `plan`)."

@@ -19,7 +19,7 @@ from .core import DeferredInterrupt, FeatureMethod, SingleProcess, add_note, def
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, shard_loaders
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
-from .parts import (batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
+from .parts import (DISPLAY_CALLBACKS, batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
                               check_run_folder, check_step_output, make_optimizer, nan_guard_for,
                               refuse_nested, scaled_step, set_lr, split_batch, step_scalars, with_defaults)
 from .state import (FitState, StopPoint, check_resumable, match_world, new_fit_state, rng_states,
@@ -108,7 +108,7 @@ class LearnerViews(LearnerBase):
 
     def no_bar(self):
         "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
-        return self.removed_cbs(*[c for c in self.cbs if c.name in ('progress', 'live_plot', 'control_panel')])
+        return self.removed_cbs(*[c for c in self.cbs if c.name in DISPLAY_CALLBACKS])
 
     # its whole state, as a dict and as a file: functions of the `checkpoint` chapter, imported when first used
     state_dict = FeatureMethod('trainer_nb.checkpoint', 'learner_state')

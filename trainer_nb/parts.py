@@ -15,10 +15,10 @@ from .callback.core import Callback
 from .core import find_bs
 
 # %% auto #0
-__all__ = ['FUSED_ON_CUDA', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device', 'check_parts', 'make_optimizer',
-           'check_metrics_loaders', 'refuse_nested', 'with_defaults', 'default_callbacks', 'split_batch', 'batch_size',
-           'check_loss', 'check_step_output', 'step_scalars', 'set_lr', 'scaled_step', 'skips_on_device',
-           'nonfinite_message', 'NanGuard', 'nan_guard_for']
+__all__ = ['FUSED_ON_CUDA', 'DISPLAY_CALLBACKS', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device', 'check_parts',
+           'make_optimizer', 'check_metrics_loaders', 'refuse_nested', 'with_defaults', 'default_callbacks',
+           'split_batch', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'set_lr', 'scaled_step',
+           'skips_on_device', 'nonfinite_message', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -94,6 +94,8 @@ def refuse_nested(in_fit: bool, # whether a fit is running
 def with_defaults(cbs: list[Callback], progress: bool = True) -> list[Callback]:
     "The default callbacks, then `cbs`; a default of the same class as one in `cbs` is left out (yours replaces it)."
     return [d for d in default_callbacks(progress) if not any(type(c) is type(d) for c in cbs)] + cbs
+
+DISPLAY_CALLBACKS = ('control_panel', 'progress', 'live_plot')  # the notebook display: left out with progress=False
 
 def default_callbacks(progress: bool = True) -> list[Callback]:
     "The callbacks every learner starts with (with `progress=False`: no bars, plot or panel)."
