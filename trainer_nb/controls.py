@@ -9,7 +9,7 @@ import math
 import threading
 
 # %% auto #0
-__all__ = ['ControlRequests', 'Controls']
+__all__ = ['ControlRequests', 'ControlEffects', 'check_stop_reason', 'Controls']
 
 # %% ../nbs/03c_controls.ipynb #6ad33f46
 class ControlRequests:
@@ -58,7 +58,7 @@ class ControlRequests:
         return sorted(requests, key=lambda request: request[0] != 'stop')  # (stable: the others keep their order)
 
 # %% ../nbs/03c_controls.ipynb #90b50af5
-class Controls(ControlRequests):
+class ControlEffects(ControlRequests):
     "Requests to a running fit (see `ControlRequests`), and what those the loop carried out changed."
     def __init__(self):
         super().__init__()
@@ -66,11 +66,6 @@ class Controls(ControlRequests):
         self.stop_after_epoch = False  # set when a stop(when='epoch') takes effect
         self.history: list[dict] = []  # each request that took effect: {'control', 'value', 'step', 'message'}
         self.last: str | None = None   # the last one, in words (what the control panel shows)
-
-    def start_fit(self):
-        "A fit starts (or resumes): no stop yet; what a stop left pending is taken at the first boundary."
-        self.stop_after_epoch, self.stop_kind = False, None
-        if self.pending: self.waiting = True
 
     def took_effect(self, kind: str, value, step: int, storage, result=None) -> str:
         "What the loop calls once it has carried out a request at `step` (`result`: the saved path, the validation's results)."
@@ -103,3 +98,41 @@ class Controls(ControlRequests):
         self.lr_scale, self.history = float(state['lr_scale']), [dict(h) for h in state['history']]
         self.last = self.history[-1]['message'] if self.history else None
         with self._lock: self.pending, self._queue, self.waiting = pending, [], bool(pending)
+
+# %% ../nbs/03c_controls.ipynb #3ae9f9b8
+def check_stop_reason(reason: str) -> str:
+    "`reason` if a person or code may stop a fit for it: 'interrupted' or 'cancelled' ('nonfinite' is the loop's own)."
+    if reason not in ('interrupted', 'cancelled'):
+        raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
+    return reason
+
+class Controls(ControlEffects):
+    "The learner's controls (`learn.controls`): requests, what they changed, and how the loop takes them at a boundary."
+    def start_fit(self):
+        "A fit starts (or resumes): no stop yet; what a stop left pending is taken at the first boundary."
+        self.stop_after_epoch, self.stop_kind = False, None
+        if self.pending: self.waiting = True
+
+    def at_boundary(self,
+                    comm, # the processes training together (see `SingleProcess`): they agree on the stop
+                    state, # the `FitState`: the step, and the batches of a gradient accumulation not yet stepped
+                    storage, # the `EventStorage`, where each request that takes effect is logged
+                    carry_out, # `carry_out(kind, value)`: the loop saves or validates; it returns the path or results
+                   ) -> str | None:
+        "At a batch boundary: carry out the requests made since the last one; then the stop all processes agree on, or None."
+        requests = self.take() if self.waiting else []
+        stop, requests = comm.at_boundary(self.stop_kind, requests)
+        if requests:  # (rare) every process carries them out, then all agree again: a request may ask for a stop
+            self.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
+            for kind, value in requests: self.took_effect(kind, value, state.step, storage, carry_out(kind, value))
+            stop, _ = comm.at_boundary(self.stop_kind, [])
+        # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
+        if not stop or (state.pending_micro and not comm.stops_mid_accumulation and stop != 'nonfinite'): return None
+        self.stop_kind = stop  # (the strongest of all processes' stops)
+        return stop
+
+    def stops_after_epoch(self, state) -> bool:
+        "At the end of an epoch of `state` (a `FitState`): whether a `stop(when='epoch')` ends the fit here, as an interrupt."
+        if not self.stop_after_epoch or state.done: return False
+        self.request_stop()
+        return True

@@ -17,7 +17,7 @@ import warnings
 import torch
 
 # %% auto #0
-__all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'find_bs', 'in_notebook',
+__all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model', 'find_bs', 'in_notebook',
            'import_in_background', 'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'FeatureMethod',
            'SingleProcess']
 
@@ -48,6 +48,10 @@ def to_device(obj, device: torch.device | str, non_blocking: bool = False):
         return type(obj)(*(to_device(o, device, non_blocking) for o in obj))
     if isinstance(obj, (list, tuple)): return type(obj)(to_device(o, device, non_blocking) for o in obj)
     return obj
+
+def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
+    "`model` itself, without the `DistributedDataParallel` wrapper it has during distributed training."
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 def find_bs(batch) -> int:
     "The batch size of `batch`: the length of the first tensor found in it."

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import signal
 import sys
+import time
 
 import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler,
@@ -17,7 +18,7 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
 __all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'SeededIndex', 'sample_seed',
            'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardSampler',
            'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers',
-           'epoch_batches', 'eval_batches', 'release_workers']
+           'epoch_batches', 'eval_batches', 'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -296,3 +297,11 @@ def release_workers(dls: DataLoaders):
     for dl in (dls.train, dls.valid, dls.test):
         if isinstance(dl, DataLoader) and getattr(dl, '_iterator', None) is not None:
             dl._iterator = None  # (dropped: torch shuts its workers down at once)
+
+# %% ../nbs/03a_data.ipynb #3dc3f804
+def timed(batches):
+    "Each of `batches` with the seconds it took to load: `(seconds, batch)`, timed from when the loop asked for it."
+    t0 = time.perf_counter()
+    for batch in batches:
+        yield time.perf_counter() - t0, batch
+        t0 = time.perf_counter()

@@ -17,10 +17,11 @@ from torch import nn
 
 from .callback.core import Callback
 from .core import STOP_KINDS, HeldContext
-from .state import rng_states, set_rng_states
+from .data import shard_loaders
+from .state import match_world, rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['TorchDistributed', 'free_port', 'init_distributed', 'DistributedTrainer', 'launch']
+__all__ = ['TorchDistributed', 'set_comm', 'free_port', 'init_distributed', 'DistributedTrainer', 'launch']
 
 # %% ../nbs/16_distributed.ipynb #a3984779
 class TorchDistributed:
@@ -59,6 +60,14 @@ class TorchDistributed:
             dist.broadcast_object_list(box, src=0)
             requests = box[0]
         return (STOP_KINDS[code - 1] if code else None), requests
+
+# %% ../nbs/16_distributed.ipynb #6a189531
+def set_comm(learn, comm):
+    "Train `learn` with the processes of `comm` (see `TorchDistributed`): each gets its share of the data."
+    learn.comm, learn.callbacks.rank = comm, comm.rank
+    learn.callbacks.changed()  # (rank0_only callbacks leave the other processes' tables)
+    learn.dls = shard_loaders(learn.dls, comm.rank, comm.world_size)
+    match_world(learn.fit_state, comm.world_size, learn.dls.train)
 
 # %% ../nbs/16_distributed.ipynb #c5365256
 def free_port() -> int:

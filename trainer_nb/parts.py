@@ -17,8 +17,8 @@ from .core import find_bs
 # %% auto #0
 __all__ = ['FUSED_ON_CUDA', 'DISPLAY_CALLBACKS', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device', 'check_parts',
            'make_optimizer', 'check_metrics_loaders', 'refuse_nested', 'with_defaults', 'default_callbacks',
-           'split_batch', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'set_lr', 'scaled_step',
-           'skips_on_device', 'nonfinite_message', 'NanGuard', 'nan_guard_for']
+           'split_batch', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'model_loss', 'set_lr',
+           'scaled_step', 'skips_on_device', 'nonfinite_message', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -111,7 +111,8 @@ def default_callbacks(progress: bool = True) -> list[Callback]:
 def split_batch(batch) -> tuple[tuple, tuple]:
     "Inputs and targets of a batch: all but the last element, and the last; a lone tensor or dict is all input."
     if isinstance(batch, (tuple, list)):
-        if len(batch) >= 2: return tuple(batch[:-1]), (batch[-1],)
+        if len(batch) == 2: return (batch[0],), (batch[1],)  # (the usual `(x, y)`, without slicing)
+        if len(batch) > 2: return tuple(batch[:-1]), (batch[-1],)
         return tuple(batch), ()
     return (batch,), ()
 
@@ -132,16 +133,27 @@ def check_loss(loss):
     raise ValueError(f"The loss must be a scalar tensor; got shape {tuple(loss.shape)}. If your loss function uses "
                      "reduction='none', reduce it (e.g. .mean()).")
 
-def check_step_output(out):
-    "Refuse what a `train_step` returned if it is not a dict with a `'loss'`."
+def check_step_output(out) -> dict:
+    "`out`, what a `train_step` returned, if it is a dict with a `'loss'`."
     if not isinstance(out, dict) or 'loss' not in out:
         got = f"a dict with keys {sorted(out)}" if isinstance(out, dict) else type(out).__name__
         raise TypeError(f"train_step must return a dict with at least 'loss' (and optionally 'pred', "
                         f"'target' and scalars to log); it returned {got}.")
+    return out
 
 def step_scalars(out: dict) -> dict | None:
     "The scalars a `train_step` returned to be logged (all but loss, pred and target), or None."
     return {k: v for k, v in out.items() if k not in STEP_KEYS} or None
+
+# %% ../nbs/03d_parts.ipynb #df1d4315
+def model_loss(pred, yb: tuple, loss_func, training: bool) -> tuple:
+    "The loss of a model's output `pred` and its parts: `loss_func(pred, *yb)`, or the sum of a dict of losses."
+    if isinstance(pred, dict): return sum(pred.values()), pred  # (a model that returns its losses: detectron2 style)
+    if loss_func is not None and (training or yb): return loss_func(pred, *yb), None  # (predictions may have no target)
+    if training:
+        raise TypeError(f"The model returned a {type(pred).__name__} and there is no loss_func. "
+                        "Pass loss_func=..., make the model return a dict of losses, or pass train_step=....")
+    return None, None
 
 # %% ../nbs/03d_parts.ipynb #9b855140
 def set_lr(opt: torch.optim.Optimizer, lr: float):
@@ -175,11 +187,12 @@ class NanGuard:
     def __init__(self,
                  opt: torch.optim.Optimizer, # the optimizer of the fit
                  deferred: bool = False, # skip on the device and tell the host later (needs `skips_on_device(opt)`)
+                 on: bool = True, # False: a guard that watches nothing (`nan_guard=False`)
                 ):
         if deferred and not skips_on_device(opt):
             raise ValueError(f"nan_guard='deferred' needs an optimizer that can skip a step on the device, such as "
                              f"torch.optim.AdamW(..., fused=True); {type(opt).__name__} cannot.")
-        self.opt, self.deferred = opt, deferred
+        self.opt, self.deferred, self.on = opt, deferred, on
         self.bad = None   # deferred: on the device, True once a loss was not finite (the steps from then on are skipped)
         self._host = self._event = None  # deferred: a copy of `bad` on the host, and the event that says it arrived
 
@@ -210,7 +223,7 @@ class NanGuard:
 
     def stops(self, loss: torch.Tensor | None, comm, state) -> bool:
         "Whether the fit stops before the update of this batch: its `loss`, or another process's, is NaN or inf (says where)."
-        if loss is None or not comm.any(self.nonfinite(loss)): return False
+        if loss is None or not self.on or not comm.any(self.nonfinite(loss)): return False
         print(nonfinite_message(state, None if math.isfinite(loss.item()) else loss), flush=True)  # (None: another's)
         return True
 
@@ -224,11 +237,15 @@ class NanGuard:
         "The end of the fit: the optimizer's later steps no longer read the flag."
         if self.deferred and hasattr(self.opt, 'found_inf'): del self.opt.found_inf
 
-def nan_guard_for(setting, opt: torch.optim.Optimizer, device: torch.device, world_size: int = 1) -> NanGuard | None:
+    def __enter__(self): return self  # `with guard:` a fit, closed at its end
+    def __exit__(self, *exc): self.close()
+
+# %% ../nbs/03d_parts.ipynb #a86d9e5b
+def nan_guard_for(setting, opt: torch.optim.Optimizer, device: torch.device, world_size: int = 1) -> NanGuard:
     "The guard of a fit for `Learner(nan_guard=setting)`: True (deferred on CUDA when it can be), 'deferred', 'immediate', or False."
     if setting not in (True, False, 'deferred', 'immediate'):
         raise ValueError(f"nan_guard must be True, False, 'deferred' or 'immediate', got {setting!r}.")
-    if setting is False: return None
+    if setting is False: return NanGuard(opt, on=False)
     if setting == 'deferred' and world_size > 1:
         raise ValueError("nan_guard='deferred' works in one process: with several, all must know of a NaN before the "
                          "gradient exchange. Use nan_guard=True (immediate with several processes).")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 
 import torch
 
@@ -13,8 +14,8 @@ from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, repla
 
 # %% auto #0
 __all__ = ['StepCount', 'FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state',
-           'match_world', 'start_state', 'rng_states', 'set_rng_states', 'StopPoint', 'is_resumable', 'check_resumable',
-           'fit_status']
+           'match_world', 'start_state', 'rng_states', 'set_rng_states', 'restored_rng', 'StopPoint', 'is_resumable',
+           'check_resumable', 'fit_position', 'fit_status']
 
 # %% ../nbs/03b_state.ipynb #dd995c2e
 class StepCount:
@@ -123,8 +124,9 @@ class FitState(StepCount):
     def finish_train(self): self.train_done = True
     def finish_epoch(self): self.epoch_complete = True
 
-    def eval_due(self) -> bool:
-        "Whether a validation is due between two training batches: `eval_every` steps since the start or the last one."
+    def eval_due(self, epoch_end: bool = False) -> bool:
+        "Whether a validation is due between two training batches (`eval_every` steps since the last), or at `epoch_end`."
+        if epoch_end: return self.eval_due_at_epoch_end()
         return bool(self.eval_every and self.fit_steps and self.fit_steps % self.eval_every == 0
                     and self.last_eval_step != self.fit_steps)
 
@@ -221,6 +223,13 @@ def set_rng_states(states: dict):
     torch.set_rng_state(states['torch'])
     if states['cuda'] and torch.cuda.is_available(): torch.cuda.set_rng_state_all(states['cuda'])
 
+@contextmanager
+def restored_rng():
+    "`with restored_rng():` whatever the block draws, the random generators are as they were before it, after it."
+    states = rng_states()
+    try: yield
+    finally: set_rng_states(states)
+
 # %% ../nbs/03b_state.ipynb #b9daf5b5
 class StopPoint:
     "What `resume` needs beyond the fit's counters: the fit's callbacks, random states, loader position, pending states."
@@ -252,10 +261,9 @@ class StopPoint:
         if self.epoch_rng is None or self.epoch_rng[0] != state.epoch:  # a new epoch: remember how it starts
             self.epoch_rng = [state.epoch, rng_states()]
             return epoch_batches(*args)
-        stop = rng_states()  # a resumed epoch: load its first batches again as they were loaded, then go on
-        set_rng_states(self.epoch_rng[1])
-        try: return epoch_batches(*args)
-        finally: set_rng_states(stop)
+        with restored_rng():  # a resumed epoch: load its first batches again as they were loaded, then go on
+            set_rng_states(self.epoch_rng[1])
+            return epoch_batches(*args)
 
     def restore_rng(self):
         "Put the random generators back where the fit stopped (if it stopped cleanly)."
@@ -289,6 +297,12 @@ def check_resumable(state: FitState):
         raise RuntimeError(f"The last fit ended with stop_reason={state.stop_reason!r} in the middle of a batch, so "
                            "it cannot continue exactly. Load a checkpoint taken at a batch boundary "
                            "(learn.load('last')) and resume, or start a new fit with learn.fit(...).")
+
+def fit_position(learn) -> str:
+    "Where the running fit of `learn` is, in words: the note on an error that ends it (see `fit_error`)."
+    state = learn.fit_state
+    where = f"batch {state.iter} of {'training' if learn.training else 'validation'}" if learn.dl is not None else "before any batch"
+    return f"epoch {state.epoch}, {where}, after {state.fit_steps} optimizer steps"
 
 def fit_status(learn) -> str:
     "One line on how the last fit ended and where."

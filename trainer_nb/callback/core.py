@@ -14,9 +14,10 @@ from ..core import add_note, callback_name
 # %% auto #0
 __all__ = ['PHASES', 'EVENTS', 'GATED_EVENTS', 'CANCEL_EXCEPTIONS', 'PHASE_EVENTS', 'LOOP_OUTLINE', 'CancelException',
            'CancelFitException', 'CancelEpochException', 'CancelTrainException', 'CancelValidException',
-           'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'uncaught_cancel', 'Callback',
-           'check_event_names', 'LambdaCallback', 'as_callback_list', 'callback_note', 'timed_handler', 'CallbackList',
-           'Callbacks', 'loop_events', 'show_loop', 'HasCallbacks', 'SkipsIdleEvents']
+           'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'uncaught_cancel',
+           'stop_reason_of', 'fit_error', 'first_error', 'Callback', 'check_event_names', 'LambdaCallback',
+           'as_callback_list', 'callback_note', 'timed_handler', 'CallbackList', 'Callbacks', 'loop_events',
+           'show_loop', 'HasCallbacks', 'SkipsIdleEvents']
 
 # %% ../../nbs/02_callback.core.ipynb #86cd93eb
 PHASES = ('fit', 'epoch', 'train', 'validate', 'batch', 'backward', 'step')
@@ -75,6 +76,23 @@ def uncaught_cancel(e: CancelException) -> RuntimeError:
                        f"{e.phase} runs; to end the fit, raise CancelFitException.")
     err.__cause__, err.__suppress_context__ = e, True
     return err
+
+# %% ../../nbs/02_callback.core.ipynb #d56a1378
+def stop_reason_of(e: BaseException) -> str:
+    "The `stop_reason` of a fit that `e` ended: 'interrupted' for a `KeyboardInterrupt` (a second interrupt), else 'error'."
+    return 'interrupted' if isinstance(e, KeyboardInterrupt) else 'error'
+
+def fit_error(e: BaseException, where: str) -> BaseException:
+    "What to raise for `e`, which ended a fit at `where`: an interrupt as it is, an uncaught cancel explained, else `e` noted."
+    if isinstance(e, KeyboardInterrupt): return e
+    if isinstance(e, CancelException): return uncaught_cancel(e)  # (no phase was left to catch it)
+    return add_note(e, f"(the fit stopped at {where})")
+
+def first_error(pending: BaseException | None, failures: list[BaseException]) -> BaseException:
+    "What to raise once every handler of a last event has run: `pending`, noted with the `failures`; else the first failure."
+    if pending is None: return failures[0]
+    for e in failures: add_note(pending, f"(also {e!r}, {e.__notes__[-1]})")
+    return pending
 
 # %% ../../nbs/02_callback.core.ipynb #c5826f0e
 class Callback:
