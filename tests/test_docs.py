@@ -373,7 +373,7 @@ def test_browser_shows_the_home_page_with_navigation(site, browser_page, artifac
 def test_browser_shows_the_learner_api(site, browser_page, artifacts):
     page = browser_page
     visit(page, site, 'learner.html', artifacts)
-    for anchor in ('learner', 'learner.fit', 'learner.resume', 'evaluation.validate', 'trainingloop'):
+    for anchor in ('learner', 'learner.fit', 'learner.resume', 'validationloop.validate', 'trainingloop'):
         sec = page.locator(f'section.api-entry[id="{anchor}"]')
         assert sec.count() == 1, f"no API entry #{anchor}"
         assert sec.locator('pre').first.is_visible()

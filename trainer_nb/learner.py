@@ -5,33 +5,33 @@
 # %% ../nbs/04_learner.ipynb #2dd2c781
 from __future__ import annotations
 
-import time
+from contextlib import suppress
 
 import torch
 from torch import nn
 
-from .callback.core import (Callbacks, CancelBackwardException, CancelBatchException,
-                                      CancelEpochException, CancelException, CancelFitException,
-                                      CancelStepException, CancelTrainException, CancelValidException,
-                                      HasCallbacks, as_callback_list, uncaught_cancel)
-from .controls import Controls
-from .core import DeferredInterrupt, FeatureMethod, SingleProcess, add_note, default_device, to_device
-from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, shard_loaders
+from .callback.core import (Callbacks, CancelBackwardException, CancelBatchException, CancelEpochException,
+                                      CancelFitException, CancelStepException, CancelTrainException,
+                                      CancelValidException, HasCallbacks, as_callback_list, first_error, fit_error,
+                                      stop_reason_of)
+from .controls import Controls, check_stop_reason
+from .core import DeferredInterrupt, FeatureMethod, SingleProcess, default_device, to_device, unwrap_model
+from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
-from .parts import (DISPLAY_CALLBACKS, batch_size, check_device, check_loss, check_lr, check_metrics_loaders, check_parts,
-                              check_run_folder, check_step_output, make_optimizer, nan_guard_for,
-                              refuse_nested, scaled_step, set_lr, split_batch, step_scalars, with_defaults)
-from .state import (FitState, StopPoint, check_resumable, match_world, new_fit_state, rng_states,
-                              set_rng_states, start_state)
+from .parts import (DISPLAY_CALLBACKS, batch_size, check_device, check_loss, check_lr, check_metrics_loaders,
+                              check_parts, check_run_folder, check_step_output, make_optimizer, model_loss,
+                              nan_guard_for, refuse_nested, scaled_step, set_lr, split_batch, step_scalars,
+                              with_defaults)
+from .state import (FitState, StopPoint, check_resumable, fit_position, new_fit_state, restored_rng,
+                              rng_states, start_state)
 
 # %% auto #0
-__all__ = ['LearnerBase', 'LearnerViews', 'OneBatch', 'LoopParts', 'BatchBoundary', 'TrainingLoop', 'FitRunner', 'Evaluation',
-           'Learner']
+__all__ = ['LearnerBase', 'OneBatch', 'ValidationLoop', 'TrainingLoop', 'FitRunner', 'Learner']
 
 # %% ../nbs/04_learner.ipynb #2362b4d7
 class LearnerBase(HasCallbacks):
-    "What a learner is made of: model, data, loss and optimizer; storage, fit state and stop point; callbacks."
+    "What a learner is made of (model, data, loss, optimizer; storage, fit state, stop point; callbacks), and views of it."
     def __init__(self,
                  model: nn.Module, # the model to train
                  dls, # a `DataLoaders`, a `(train, valid)` pair, or a training loader
@@ -48,11 +48,10 @@ class LearnerBase(HasCallbacks):
                  nan_guard: bool | str = True, # stop the fit at a NaN or infinite loss, before its update (see below)
                 ):
         check_parts(model, loss_func, train_step, opt_func)
-        self.model, self.loss_func, self.train_step, self.opt_func = model, loss_func, train_step, opt_func
+        self.device = check_device(device) or default_device()
+        self.model, self.loss_func, self.train_step, self.opt_func = model.to(self.device), loss_func, train_step, opt_func
         self.dls = prepare_loaders(as_dataloaders(dls))  # (rebuilt so that the learner controls the data order)
         self.metrics, self.path, self.nan_guard = as_metrics(metrics), check_run_folder(path), nan_guard
-        self.device = check_device(device) or default_device()
-        self.model.to(self.device)
         self.lr = check_lr(lr)
         self.opt = self.create_opt()
         self.guard = nan_guard_for(nan_guard, self.opt, self.device)  # (checked now; each fit makes its own)
@@ -75,20 +74,8 @@ class LearnerBase(HasCallbacks):
 
     def request_stop(self, reason: str = 'interrupted'):
         "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
-        if reason not in ('interrupted', 'cancelled'):
-            raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
-        self.controls.request_stop(reason)
+        self.controls.request_stop(check_stop_reason(reason))
 
-    def set_comm(self, comm):
-        "Train with the processes of `comm` (see `distributed`): split the loaders, convert an interrupted fit's position."
-        self.comm, self.callbacks.rank = comm, comm.rank
-        self.callbacks.changed()
-        self.dls = shard_loaders(self.dls, comm.rank, comm.world_size)
-        match_world(self.fit_state, comm.world_size, self.dls.train)
-
-# %% ../nbs/04_learner.ipynb #ac294531
-class LearnerViews(LearnerBase):
-    "Views of where the learner is and of its model; its state as a checkpoint file; training without the display."
     epoch = property(lambda self: self.fit_state.epoch, doc="The epoch the fit is in, from 0.")
     n_epochs = property(lambda self: self.fit_state.n_epochs, doc="The epochs of the fit (`fit_state.n_epochs`).")
     iter = property(lambda self: self.fit_state.iter, doc="The batch of the running phase, from 0.")
@@ -97,35 +84,32 @@ class LearnerViews(LearnerBase):
     stop_requested = property(lambda self: self.controls.stop_kind is not None, doc="Whether a stop waits for the boundary.")
     rank = property(lambda self: self.comm.rank, doc="This process among those training together (0 alone).")
     world_size = property(lambda self: self.comm.world_size, doc="How many processes train together.")
-    @property
-    def raw_model(self) -> nn.Module:
-        "The model itself, without the DistributedDataParallel wrapper it has during distributed training."
-        return self.model.module if isinstance(self.model, nn.parallel.DistributedDataParallel) else self.model
+    raw_model = property(lambda self: unwrap_model(self.model), doc="The model, without the wrapper of distributed training.")
 
-    def __repr__(self):
-        return (f"Learner(model={type(self.model).__name__}, device={self.device.type}, "
-                f"cbs=[{', '.join(type(c).__name__ for c in self.cbs)}], {self.fit_state!r})")
-
-    def no_bar(self):
-        "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
-        return self.removed_cbs(*[c for c in self.cbs if c.name in DISPLAY_CALLBACKS])
-
-    # its whole state, as a dict and as a file: functions of the `checkpoint` chapter, imported when first used
-    state_dict = FeatureMethod('trainer_nb.checkpoint', 'learner_state')
+    # methods whose functions live in the chapters of their features, each imported when first used (`FeatureMethod`)
+    state_dict = FeatureMethod('trainer_nb.checkpoint', 'learner_state')  # its whole state, as a dict and as a file
     load_state_dict = FeatureMethod('trainer_nb.checkpoint', 'restore_learner')
     save = FeatureMethod('trainer_nb.checkpoint', 'save_learner')
     load = FeatureMethod('trainer_nb.checkpoint', 'load_learner')
     checkpoint_path = FeatureMethod('trainer_nb.checkpoint', 'checkpoint_path')
+    get_preds = FeatureMethod('trainer_nb.callback.outputs', 'get_preds')  # predictions, gathered by a callback
+    predict = FeatureMethod('trainer_nb.callback.outputs', 'predict')
+    sample_losses = FeatureMethod('trainer_nb.callback.outputs', 'sample_losses')
+    lr_find = FeatureMethod('trainer_nb.callback.schedule', 'lr_find')  # the lr finder, and fits with a schedule
+    fit_one_cycle = FeatureMethod('trainer_nb.callback.schedule', 'fit_one_cycle')
+    fit_flat_cos = FeatureMethod('trainer_nb.callback.schedule', 'fit_flat_cos')
+    fit_warmup_cos = FeatureMethod('trainer_nb.callback.schedule', 'fit_warmup_cos')
+    set_comm = FeatureMethod('trainer_nb.distributed', 'set_comm')  # one of several processes
 
 # %% ../nbs/04_learner.ipynb #e509f699
 _CPU = torch.device('cpu')  # (compared with, rather than reading `device.type`, which builds a string: 0.2 us)
 
-class OneBatch(LearnerViews):
+class OneBatch(LearnerBase):
     "One batch: inputs and targets, the forward pass and the loss; in training, the backward pass and the step."
-    def _set_batch(self, batch):
+    def _set_batch(self, batch, data_time: float = 0.):
         if self.device != _CPU: batch = to_device(batch, self.device, non_blocking=True)
-        self.batch = batch
-        if type(batch) in (tuple, list) and len(batch) == 2: self.xb, self.yb = (batch[0],), (batch[1],)
+        self.batch, self.data_time = batch, data_time
+        if type(batch) in (tuple, list) and len(batch) == 2: self.xb, self.yb = (batch[0],), (batch[1],)  # (0.2 us)
         else: self.xb, self.yb = split_batch(batch)
         self.pred = self.loss = self.loss_grad = self.loss_parts = None
 
@@ -138,40 +122,26 @@ class OneBatch(LearnerViews):
         self.loss_grad = self.loss  # what backward() runs on: callbacks may scale it in before_backward
 
     def _custom_forward(self):
-        out = self.train_step(self, self.batch)
-        check_step_output(out)
-        self.pred = out.get('pred')
-        if 'target' in out: self.yb = (out['target'],)
+        out = check_step_output(self.train_step(self, self.batch))
+        self.pred, self.yb = out.get('pred'), (out['target'],) if 'target' in out else self.yb
         self.callbacks.run('after_pred')
-        self.loss = out['loss']
-        self.loss_parts = step_scalars(out)
+        self.loss, self.loss_parts = out['loss'], step_scalars(out)
 
     def _model_forward(self):
         self.pred = self.model(*self.xb)
         if self.callbacks.table['after_pred']: self.callbacks.run('after_pred')
-        if isinstance(self.pred, dict):  # a model that returns its losses (detectron2 style)
-            self.loss_parts, self.loss = self.pred, sum(self.pred.values())
-        elif self.loss_func is not None and (self.training or self.yb):  # (predictions have no target)
-            self.loss = self.loss_func(self.pred, *self.yb)
-        elif self.training:
-            raise TypeError(f"The model returned a {type(self.pred).__name__} and there is no loss_func. "
-                            "Pass loss_func=..., make the model return a dict of losses, or pass train_step=....")
+        self.loss, self.loss_parts = model_loss(self.pred, self.yb, self.loss_func, self.training)
 
     def _train_one_batch(self):
         self._forward()
-        if self.guard is not None and self.guard.stops(self.loss, self.comm, self.fit_state):  # (a NaN or inf loss)
+        if self.guard.stops(self.loss, self.comm, self.fit_state):  # a NaN or inf loss: the fit stops...
             self.controls.request_stop('nonfinite')
-            raise CancelBatchException  # no backward, no step
+            raise CancelBatchException  # ...without this batch's backward and step
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
         finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
         if self.fit_state.steps_now: self._step_and_zero()
 
     def _backward(self): self.loss_grad.backward()
-
-    def _step_last_group(self):
-        "Step what the epoch's last batches left (a loader of unknown length, a skipped batch); a callback may put it off."
-        try: self._step_and_zero()
-        except CancelBatchException: pass  # (its gradients go on to the next step, as when a batch puts its step off)
 
     def _step_and_zero(self):
         self.callbacks.phase('step', self._opt_step, CancelStepException)
@@ -180,7 +150,7 @@ class OneBatch(LearnerViews):
 
     def _opt_step(self):
         if self.controls.lr_scale == 1.: self.opt.step()
-        else: scaled_step(self.opt, self.controls.lr_scale)  # `controls.scale_lr`
+        else: scaled_step(self.opt, self.controls.lr_scale)  # `controls.scale_lr`: the lr times a factor, for this step
         self.fit_state.count_step()
 
     def _valid_one_batch(self):
@@ -188,8 +158,8 @@ class OneBatch(LearnerViews):
         self.tally.add(self.loss, batch_size(self.xb, self.yb), self.pred, self.yb)
 
 # %% ../nbs/04_learner.ipynb #b8edf8e1
-class LoopParts(OneBatch):
-    "The small pieces of the loop: modes, and a validation pass and its results."
+class ValidationLoop(OneBatch):
+    "The training and validation modes, and a validation pass: in a fit, and outside one (`validate`, predictions)."
     def _set_mode(self, training: bool, dl):
         self.training, self.dl = training, dl
         self.model.train(training)
@@ -206,98 +176,85 @@ class LoopParts(OneBatch):
         self.tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
         with torch.no_grad():
-            t0 = time.perf_counter()
-            for i, batch in enumerate(eval_batches(self.dl, self.fit_state.step)):  # (workers seeded from the step)
+            for i, (data_time, batch) in enumerate(timed(eval_batches(self.dl, self.fit_state.step))):
                 if self.stop_requested and self.in_fit and self.comm.checks_stop_in_validation:
                     raise CancelFitException('stop requested')
-                self.data_time, self.fit_state.iter = time.perf_counter() - t0, i
-                self._set_batch(batch)
+                self.fit_state.iter = i
+                self._set_batch(batch, data_time)
                 self.callbacks.phase('batch', self._valid_one_batch, CancelBatchException)
-                t0 = time.perf_counter()
         self.stop_point.valid_rng = None
         self.valid_results = self.tally.results(self.comm.all_reduce_sum)
 
-# %% ../nbs/04_learner.ipynb #04a5874d
-class BatchBoundary(LoopParts):
-    "What happens between two training batches: validations that are due, requested controls, and stops."
-    def _eval_if_due(self):
-        "Validate between two training batches if `eval_every` says so, then go back to the training batches."
-        if self.fit_state.eval_due() and self.dls.valid is not None:
-            self._validate_in_fit()
-            self._set_mode(True, self.dls.train)
+    def validate(self, dl=None) -> dict:
+        "Loss and metrics over `dl` (default: the validation loader), e.g. `{'loss': 0.1, 'accuracy': 0.97}`."
+        results = self.evaluate(dl)
+        if results is None: raise RuntimeError("The validation was cancelled by a callback: no results.")
+        return results
 
-    def _validate_in_fit(self):
-        self._run_validate(self.dls.valid)
-        self.fit_state.last_eval_step = self.fit_state.fit_steps
-
-    def _apply_control(self, kind: str, value):
-        "Carry out one request of `learn.controls`, on the loop's thread, at a batch boundary (then `took_effect`)."
-        if kind == 'save': result = self.save(value).relative_to(self.path)
-        else: result = self._requested_validation() if kind == 'validate' else None
-        self.controls.took_effect(kind, value, self.fit_state.step, self.storage, result)
-
-    def _requested_validation(self) -> dict | None:
-        "A validation asked for mid-epoch; the training goes on as if it had not happened (same random streams)."
-        if self.dls.valid is None: return None
-        rng = rng_states()
-        results = self._run_validate(self.dls.valid)
-        set_rng_states(rng)
-        self._set_mode(True, self.dls.train)
-        return results or {}
-
-    def _at_boundary(self):
-        "The batch boundary: apply the controls requested since the last one; then, if all agree, stop the fit here."
-        requests = self.controls.take() if self.controls.waiting else []
-        if self.guard is not None and self.guard.reported(self.fit_state):  # (a deferred guard: a NaN seen on the device)
-            self.controls.request_stop('nonfinite')
-        stop, requests = self.comm.at_boundary(self.controls.stop_kind, requests)
-        if requests:  # (rare) every process carries them out, then all agree again: a request may ask for a stop
-            self.controls.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
-            for kind, value in requests: self._apply_control(kind, value)
-            stop, _ = self.comm.at_boundary(self.controls.stop_kind, [])
-        # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
-        if stop and (not self.fit_state.pending_micro or self.comm.stops_mid_accumulation or stop == 'nonfinite'):
-            self.controls.stop_kind = stop  # (the strongest of all processes' stops)
-            raise CancelFitException('stop requested')
+    def evaluate(self, dl=None, split: str = 'valid') -> dict | None:
+        "One validate phase over `dl` (default: the validation loader) outside a fit: its results, None if cancelled."
+        refuse_nested(self.in_fit, 'validate')
+        with self.storage:
+            try: return self._run_validate(self.dls.eval_loader(dl), split)
+            finally: self._set_mode(False, None)  # (the model stays in eval mode)
 
 # %% ../nbs/04_learner.ipynb #91e24795
-class TrainingLoop(BatchBoundary):
-    "Epochs of training batches and validations, with the events and phases around each."
+class TrainingLoop(ValidationLoop):
+    "Epochs of training batches and validations; between two training batches, due validations, controls and stops."
     def _do_epochs(self):
         state = self.fit_state
         while not state.done:
             if not state.epoch_complete:  # (a fit resumed from a checkpoint taken in after_epoch skips it)
                 self.callbacks.phase('epoch', self._do_epoch, CancelEpochException, finish=state.finish_epoch)
             state.next_epoch()
-            if self.controls.stop_after_epoch and not state.done:  # `controls.stop(when='epoch')`
-                self.request_stop()
-                raise CancelFitException('stop after the epoch')
+            if self.controls.stops_after_epoch(state): raise CancelFitException('stop after the epoch')
 
     def _do_epoch(self):
         state = self.fit_state
         if not state.train_done and not state.target_reached:  # (resumed after its last step: only validation is left)
             self._set_mode(True, self.dls.train)
             self.callbacks.phase('train', self._train_batches, CancelTrainException, finish=state.finish_train)
-        if self.dls.valid is not None and state.eval_due_at_epoch_end(): self._validate_in_fit()
+        self._validate_if_due(epoch_end=True)
 
     def _train_batches(self):
         state = self.fit_state
-        self._eval_if_due()  # a validation that an interrupt cut short is run again first
-        batches, t0 = self.stop_point.train_batches(self.dl, state), time.perf_counter()
+        self._validate_if_due()  # a validation that an interrupt cut short is run again first
+        batches = timed(self.stop_point.train_batches(self.dl, state))
         self._at_boundary()
-        for batch in batches:
-            self.data_time = time.perf_counter() - t0
-            self._set_batch(batch)
+        for data_time, batch in batches:
+            self._set_batch(batch, data_time)
             state.start_train_batch(batch_size(self.xb, self.yb) * self.comm.world_size)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
             self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
-            if state.n_steps is not None and state.fit_steps >= state.n_steps: return
-            if state.eval_every: self._eval_if_due()
-            t0 = time.perf_counter()
+            if state.target_reached: return
+            if state.eval_every: self._validate_if_due()
             self._at_boundary()
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
-        if state.pending_micro: self._step_last_group()
+        if state.pending_micro:  # what the last batches left (a loader of unknown length, a skipped step)...
+            with suppress(CancelBatchException): self._step_and_zero()  # ...unless a callback puts it off again
+
+    def _validate_if_due(self, epoch_end: bool = False):
+        "Validate if the fit state says so (`eval_every` steps, the epoch's end); mid-epoch, then go back to training."
+        if self.dls.valid is None or not self.fit_state.eval_due(epoch_end): return
+        self._run_validate(self.dls.valid)
+        self.fit_state.last_eval_step = self.fit_state.fit_steps
+        if not epoch_end: self._set_mode(True, self.dls.train)
+
+    def _at_boundary(self):
+        "The batch boundary: carry out the controls requested since the last one; then, if all agree, stop the fit here."
+        if self.guard.reported(self.fit_state): self.controls.request_stop('nonfinite')  # (deferred: seen late)
+        if self.controls.at_boundary(self.comm, self.fit_state, self.storage, self._carry_out):
+            raise CancelFitException('stop requested')
+
+    def _carry_out(self, kind: str, value):
+        "A save or a validation asked for with `learn.controls`, on the loop's thread: the path saved, or the results."
+        if kind == 'save': return self.save(value).relative_to(self.path)
+        if kind != 'validate' or self.dls.valid is None: return None
+        with restored_rng():  # the training goes on as if this validation had not happened (same random streams)
+            results = self._run_validate(self.dls.valid)
+        self._set_mode(True, self.dls.train)
+        return results or {}
 
 # %% ../nbs/04_learner.ipynb #d051ffba
 class FitRunner(TrainingLoop):
@@ -306,12 +263,11 @@ class FitRunner(TrainingLoop):
         self.fit_state, self.stop_point.fit_cbs = state, cbs
         start_state(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
         self.controls.start_fit()
-        self.guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
-        with self.added_cbs(cbs), self.storage, DeferredInterrupt(self.request_stop):
+        guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
+        with self.added_cbs(cbs), self.storage, DeferredInterrupt(self.request_stop), guard as self.guard:
             self.in_fit = True
             try: self._fit()
             finally:
-                if self.guard is not None: self.guard.close()
                 release_workers(self.dls)  # (persistent loaders' worker processes: see the `data` chapter)
                 self.in_fit = False
                 self._set_mode(False, None)
@@ -323,67 +279,30 @@ class FitRunner(TrainingLoop):
             try:
                 self.callbacks.run('before_fit')
                 self._do_epochs()
-                nonfinite = self.guard is not None and self.guard.reported(self.fit_state, wait=True)  # (deferred)
-                self._stopped('nonfinite' if nonfinite else 'completed')
+                self._stopped('nonfinite' if self.guard.reported(self.fit_state, wait=True) else 'completed')
             except CancelFitException:
                 self._stopped(self.controls.stop_kind or 'cancelled', at_boundary=True)
                 self.callbacks.run('after_cancel_fit')
             if self.stop_reason != 'interrupted' and self.dls.test is not None:
                 self.test_results = self._run_validate(self.dls.test, split='test')
-        except BaseException as e: self._after_fit(self._failed(e))
-        else: self._after_fit(None)
+        except BaseException as e: self._end_fit(e)
+        else: self._end_fit(None)
 
     def _stopped(self, reason: str, at_boundary: bool = False):
         "The one place where a fit's `stop_reason` is set: and whether `resume` can continue it, and from where."
-        state = self.fit_state
-        state.stop_reason, state.resumable = reason, at_boundary and not state.done
+        self.fit_state.stop_reason, self.fit_state.resumable = reason, at_boundary and not self.fit_state.done
         if at_boundary: self.stop_point.remember(self.dls.train)
 
-    def _failed(self, e: BaseException) -> BaseException:
-        "An exception that ends the fit: its stop reason, and the error to raise once `after_fit` has run."
-        if isinstance(e, KeyboardInterrupt):  # a second interrupt: the batch may be half-done
-            self._stopped('interrupted')
-            return e
-        self._stopped('error')
-        if isinstance(e, CancelException): return uncaught_cancel(e)  # a cancel with no phase left to catch it
-        where = f"batch {self.iter} of {'training' if self.training else 'validation'}" if self.dl is not None else "before any batch"
-        return add_note(e, f"(the fit stopped at epoch {self.epoch}, {where}, after {self.fit_state.fit_steps} optimizer steps)")
-
-    def _after_fit(self, pending: BaseException | None):
-        "Run every callback's `after_fit`, even when one fails; then raise `pending`, or else the first failure."
+    def _end_fit(self, error: BaseException | None):
+        "The end of a fit: the stop reason if `error` ended it, every callback's `after_fit`, then the error, if any."
+        if error is not None: self._stopped(stop_reason_of(error))  # (a second interrupt: the batch may be half-done)
+        error = None if error is None else fit_error(error, fit_position(self))  # (with a note: where the fit stopped)
         failures = self.callbacks.run_all('after_fit')  # KeyboardInterrupt too: the others still close their files
-        for e in failures if pending is not None else []: add_note(pending, f"(also {e!r}, {e.__notes__[-1]})")
-        if pending is None and failures:
-            self._stopped('interrupted' if isinstance(failures[0], KeyboardInterrupt) else 'error')
-        if pending is not None or failures: raise pending or failures[0]
-
-# %% ../nbs/04_learner.ipynb #6908f399
-class Evaluation(FitRunner):
-    "Validation and predictions outside a fit."
-    def validate(self, dl=None) -> dict:
-        "Loss and metrics over `dl` (default: the validation loader), e.g. `{'loss': 0.1, 'accuracy': 0.97}`."
-        results = self.evaluate(dl)
-        if results is None: raise RuntimeError("The validation was cancelled by a callback: no results.")
-        return results
-
-    def evaluate(self, dl=None, split: str = 'valid') -> dict | None:
-        "One validate phase over `dl` (default: the validation loader) outside a fit: its results, None if cancelled."
-        refuse_nested(self.in_fit, 'validate')
-        dl = self.dls.eval_loader(dl)
-        was_training = self.model.training
-        with self.storage:
-            try: return self._run_validate(dl, split)
-            finally:
-                self.model.train(was_training)
-                self._set_mode(False, None)
-
-    # predictions, with a callback that gathers them (chapter `callback.outputs`)
-    get_preds = FeatureMethod('trainer_nb.callback.outputs', 'get_preds')
-    predict = FeatureMethod('trainer_nb.callback.outputs', 'predict')
-    sample_losses = FeatureMethod('trainer_nb.callback.outputs', 'sample_losses')
+        if error is None and failures: self._stopped(stop_reason_of(failures[0]))
+        if error is not None or failures: raise first_error(error, failures)
 
 # %% ../nbs/04_learner.ipynb #abba0fd5
-class Learner(Evaluation):
+class Learner(FitRunner):
     "Train `model` on `dls` with `loss_func`, calling callbacks at each event of the loop."
     def fit(self,
             n_epochs: int | None = None, # train for this many epochs...
@@ -413,8 +332,10 @@ class Learner(Evaluation):
         self.stop_point.restore_rng()
         self._run_fit(self.fit_state, fit_cbs)
 
-    # the learning rate finder and fits with a schedule (chapter `callback.schedule`)
-    lr_find = FeatureMethod('trainer_nb.callback.schedule', 'lr_find')
-    fit_one_cycle = FeatureMethod('trainer_nb.callback.schedule', 'fit_one_cycle')
-    fit_flat_cos = FeatureMethod('trainer_nb.callback.schedule', 'fit_flat_cos')
-    fit_warmup_cos = FeatureMethod('trainer_nb.callback.schedule', 'fit_warmup_cos')
+    def no_bar(self):
+        "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
+        return self.removed_cbs(*[c for c in self.cbs if c.name in DISPLAY_CALLBACKS])
+
+    def __repr__(self):
+        return (f"Learner(model={type(self.model).__name__}, device={self.device.type}, "
+                f"cbs=[{', '.join(type(c).__name__ for c in self.cbs)}], {self.fit_state!r})")
