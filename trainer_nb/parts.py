@@ -111,8 +111,7 @@ def default_callbacks(progress: bool = True) -> list[Callback]:
 def split_batch(batch) -> tuple[tuple, tuple]:
     "Inputs and targets of a batch: all but the last element, and the last; a lone tensor or dict is all input."
     if isinstance(batch, (tuple, list)):
-        if len(batch) == 2: return (batch[0],), (batch[1],)  # (the usual `(x, y)`, without slicing)
-        if len(batch) > 2: return tuple(batch[:-1]), (batch[-1],)
+        if len(batch) >= 2: return tuple(batch[:-1]), (batch[-1],)
         return tuple(batch), ()
     return (batch,), ()
 
