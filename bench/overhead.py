@@ -15,7 +15,13 @@ The variants run interleaved, in a rotating order, for several rounds; we report
 and the median over rounds of the ratio to `hand` in the same round. Then, separately (tracemalloc slows
 things down), the peak Python memory of each variant, and the import time of trainer_nb beyond torch.
 
-Run: python bench/overhead.py [--rounds 7] [--steps 2000]
+With transformers installed, a second table compares, likewise interleaved, on dict batches of padded token ids
+(`trainer_nb.testing.token_dls`, batch 32):
+  - `hand_bert`:    a hand-written loop over a tiny BERT classifier (2 layers of width 32, built from a config):
+                    `loss = model(**batch).loss`, backward, step, zero_grad;
+  - `default_bert`: a Learner with its default callbacks and no loss_func, on the same model and batches.
+
+Run: python bench/overhead.py [--rounds 7] [--steps 2000] [--bert-steps 400]
      python bench/overhead.py --final-figure 8   (the final figure's cost alone, first fit and median)
 """
 import argparse
@@ -111,6 +117,60 @@ VARIANTS = {
 BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
 
 
+def make_bert():
+    "A tiny BERT classifier, built from a config (no download)."
+    from transformers import BertConfig, BertForSequenceClassification
+    torch.manual_seed(0)
+    return BertForSequenceClassification(BertConfig(vocab_size=32, hidden_size=32, num_hidden_layers=2,
+                                                    num_attention_heads=2, intermediate_size=64,
+                                                    max_position_embeddings=32, num_labels=2))
+
+
+def hand_bert(dl, steps, out):
+    model = make_bert()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    done = 0
+    while done < steps:
+        for batch in dl:
+            loss = model(**batch).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            done += 1
+            if done == steps: break
+    return model
+
+
+def default_bert(dl, steps, out):
+    learn = Learner(make_bert(), dl, lr=1e-3, path=out, device='cpu')
+    with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f): learn.fit(n_steps=steps)
+    return learn.model
+
+
+def transformers_table(rounds: int, steps: int):
+    "The tiny BERT: the default Learner against the hand-written loop, interleaved in rotating order."
+    from trainer_nb.testing import token_dls
+    dl = token_dls(n_train=512, bs=32).train
+    variants = {'hand_bert': hand_bert, 'default_bert': default_bert}
+    times = {n: [] for n in variants}
+    with tempfile.TemporaryDirectory() as out:
+        for fn in variants.values(): fn(dl, 50, out)  # warm-up
+        for r in range(rounds):
+            for n in (list(variants) if r % 2 == 0 else list(variants)[::-1]):
+                t0 = time.perf_counter()
+                variants[n](dl, steps, out)
+                times[n].append(time.perf_counter() - t0)
+    ratios = [d / h for d, h in zip(times['default_bert'], times['hand_bert'])]
+    print(f"\ntiny BERT, dict batches: {steps} steps, {rounds} rounds")
+    print("| variant | median time (s) | per step (ms) | median ratio to hand_bert |")
+    print("|---|---|---|---|")
+    for n in variants:
+        ratio = statistics.median(ratios) if n == 'default_bert' else 1.
+        print(f"| {n} | {statistics.median(times[n]):.3f} | {statistics.median(times[n]) / steps * 1000:.2f} | "
+              f"{ratio:.3f}x |")
+
+
 def timed(name, dl, steps, out):
     t0 = time.perf_counter()
     VARIANTS[name](dl, steps, out)
@@ -153,6 +213,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--rounds', type=int, default=7)
     parser.add_argument('--steps', type=int, default=2000)
+    parser.add_argument('--bert-steps', type=int, default=400, help="steps of the tiny BERT (with transformers)")
     parser.add_argument('--final-figure', type=int, metavar='FITS',
                         help="only time the live plot's final figure over this many 300-step fits")
     args = parser.parse_args()
@@ -178,6 +239,9 @@ def main():
         print(f"| {n} | {statistics.median(times[n]):.3f} | {base} | {statistics.median(ratios):.3f}x | "
               f"{memory[n] / 2**20:.2f} |")
     print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
+    try: import transformers  # noqa: F401
+    except ImportError: return print("\n(transformers is not installed: no tiny BERT table; pip install -e '.[dev]')")
+    transformers_table(args.rounds, args.bert_steps)
 
 
 if __name__ == '__main__': main()

@@ -25,8 +25,8 @@ CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
 CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
                   '--no-first-run', '--disable-sync', '--disable-quic']
 IN_CI = os.environ.get('CI', '').lower() == 'true'
-TUTORIALS = sorted((ROOT / 'nbs').glob('9[0-3]_tutorial.*.ipynb'))
-GUIDES = sorted((ROOT / 'nbs').glob('9[0-5]_*.ipynb'))
+TUTORIALS = sorted((ROOT / 'nbs').glob('9[0-36]_tutorial.*.ipynb'))
+GUIDES = sorted((ROOT / 'nbs').glob('9[0-6]_*.ipynb'))
 
 sys.path.insert(0, str(ROOT / 'tools'))
 import nbdev_plain  # noqa: E402

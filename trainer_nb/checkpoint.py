@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickletools
+import re
 import tempfile
 import zipfile
 import warnings
@@ -21,9 +22,10 @@ from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_r
 
 # %% auto #0
 __all__ = ['FORMAT', 'atomic_write', 'atomic_save', 'remove_stale_temps', 'check_writable', 'CheckpointError', 'load_checkpoint',
-           'check_state_keys', 'check_optimizer_state', 'learner_state', 'own_callbacks', 'pending_grads',
-           'nonfinite_weights', 'check_learner_state', 'restore_learner', 'warn_unclaimed', 'rebuild_callbacks',
-           'callbacks_after_restart', 'checkpoint_path', 'save_learner', 'load_learner']
+           'check_state_keys', 'plain_key', 'model_state', 'load_model_state', 'check_optimizer_state', 'learner_state',
+           'own_callbacks', 'pending_grads', 'nonfinite_weights', 'check_learner_state', 'restore_learner',
+           'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart', 'checkpoint_path', 'save_learner',
+           'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #f584d239
 def atomic_write(path: str | Path, write) -> Path:
@@ -147,6 +149,22 @@ def check_state_keys(expected: dict, found: dict, what: str = 'model'):
 def _few(items: list, n: int = 5) -> str:
     return ', '.join(items[:n]) + (f" (and {len(items) - n} more)" if len(items) > n else '')
 
+# %% ../nbs/06_checkpoint.ipynb #552d0e99
+_COMPILED = re.compile(r'(^|\.)_orig_mod\.')  # what torch.compile's wrapper adds to the path of each key
+
+def plain_key(key: str) -> str:
+    "A state-dict key as the plain module names it: without the `_orig_mod.` of a `torch.compile` wrapper."
+    return _COMPILED.sub(r'\1', key)
+
+def model_state(model: torch.nn.Module) -> dict:
+    "`model.state_dict()` with plain keys (what checkpoints hold), whether the model, or a part of it, is compiled."
+    return {plain_key(k): v for k, v in model.state_dict().items()}
+
+def load_model_state(model: torch.nn.Module, state: dict):
+    "Load `state` into `model`, each key matched as a plain key: compiled or not, either way round."
+    keys = {plain_key(k): k for k in model.state_dict()}
+    model.load_state_dict({keys.get(plain_key(k), k): v for k, v in state.items()})
+
 # %% ../nbs/06_checkpoint.ipynb #bb9af969
 # settings that torch fills in itself when a state saved by another torch version lacks them
 _FILLED_BY_TORCH = {'params', 'foreach', 'maximize', 'capturable', 'differentiable', 'fused',
@@ -187,7 +205,7 @@ def learner_state(learn) -> dict:
     train = learn.dls.train
     fit_state = state.state_dict()
     if learn.in_fit and state.stop_reason is None: fit_state['resumable'] = True  # a boundary within a fit
-    return {'format': FORMAT, 'model': learn.raw_model.state_dict(), 'opt': learn.opt.state_dict(),
+    return {'format': FORMAT, 'model': model_state(learn.raw_model), 'opt': learn.opt.state_dict(),
             'callbacks': {k: cb.state_dict() for k, cb in callback_keys(own_callbacks(learn)).items()},
             'fit_callbacks': {**stop.cb_states,  # (those not yet given back to a resumed fit), then the fit's
                               **{k: cb.state_dict() for k, cb in fit_callback_keys(stop.fit_cbs or []).items()}},
@@ -204,7 +222,7 @@ def own_callbacks(learn) -> list:
 def pending_grads(learn) -> dict | None:
     "The accumulated gradients, when a fit stopped between two optimizer steps of an accumulation."
     if not learn.fit_state.pending_micro: return None
-    return {n: p.grad for n, p in learn.raw_model.named_parameters() if p.grad is not None}
+    return {plain_key(n): p.grad for n, p in learn.raw_model.named_parameters() if p.grad is not None}
 
 def nonfinite_weights(model) -> list[str]:
     "The names of the floating-point tensors of `model`'s state (weights and buffers) that hold a NaN or an infinity."
@@ -215,7 +233,7 @@ def check_learner_state(learn, state, weights_only_model: bool = False):
     "Raise `CheckpointError` if `state` cannot be loaded into `learn` (nothing is changed)."
     if not isinstance(state, dict) or 'model' not in state:
         raise CheckpointError("This is not a trainer_nb checkpoint (it has no 'model' entry).")
-    check_state_keys(learn.raw_model.state_dict(), state['model'])
+    check_state_keys(model_state(learn.raw_model), {plain_key(k): v for k, v in state['model'].items()})
     if weights_only_model: return
     lacks = [k for k in ('opt', 'callbacks', 'storage', 'fit_state', 'rng') if k not in state]
     if lacks: raise CheckpointError(f"The checkpoint has no {', '.join(lacks)}: it holds weights only. "
@@ -225,7 +243,7 @@ def check_learner_state(learn, state, weights_only_model: bool = False):
 def restore_learner(learn, state: dict, weights_only_model: bool = False):
     "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
     check_learner_state(learn, state, weights_only_model)
-    learn.raw_model.load_state_dict(state['model'])
+    load_model_state(learn.raw_model, state['model'])
     if weights_only_model: return
     learn.opt.load_state_dict(state['opt'])
     states = dict(state['callbacks'])
@@ -239,9 +257,9 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     set_rng_states(state['rng'])
     learn.stop_point.load(state['rng'], state.get('loader'), fit_states, state.get('epoch_rng'))  # (for `resume`)
     if 'controls' in state: learn.controls.load_state_dict(state['controls'])
-    grads = state.get('grads') or {}
+    grads = {plain_key(k): g for k, g in (state.get('grads') or {}).items()}
     for name, p in learn.raw_model.named_parameters():
-        p.grad = grads[name].to(p.device) if name in grads else None
+        p.grad = grads[plain_key(name)].to(p.device) if plain_key(name) in grads else None
 
 def warn_unclaimed(states: dict):
     "Warn about the callback states of a checkpoint that no callback of the learner took (the display's aside)."
@@ -288,5 +306,6 @@ def load_learner(learn, name_or_path, weights_only_model: bool = False):
     "Load a checkpoint saved by `save`, by path or by name in the run folder (read with `weights_only=True`)."
     path = Path(name_or_path)
     if not path.is_file(): path = learn.checkpoint_path(str(name_or_path))
-    learn.load_state_dict(load_checkpoint(path, map_location=learn.device), weights_only_model)
+    state = load_checkpoint(path)  # (on the CPU: the model and optimizer copy their tensors to their device, and
+    learn.load_state_dict(state, weights_only_model)  # the random states must stay there to be set)
     return learn

@@ -13,6 +13,7 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Mapping
 
 import torch
 
@@ -43,20 +44,24 @@ def default_device() -> torch.device:
 def to_device(obj, device: torch.device | str, non_blocking: bool = False):
     "Move every tensor in `obj` (nested tuples, lists, dicts) to `device`."
     if isinstance(obj, torch.Tensor): return obj.to(device, non_blocking=non_blocking)
-    if isinstance(obj, dict): return {k: to_device(v, device, non_blocking) for k, v in obj.items()}
+    if isinstance(obj, Mapping): return {k: to_device(v, device, non_blocking) for k, v in obj.items()}
     if isinstance(obj, tuple) and hasattr(obj, '_fields'):  # a namedtuple keeps its type
         return type(obj)(*(to_device(o, device, non_blocking) for o in obj))
     if isinstance(obj, (list, tuple)): return type(obj)(to_device(o, device, non_blocking) for o in obj)
     return obj
 
 def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
-    "`model` itself, without the `DistributedDataParallel` wrapper it has during distributed training."
-    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    "`model` itself, without the wrappers of distributed training (`DistributedDataParallel`) and of `torch.compile`."
+    dynamo = sys.modules.get('torch._dynamo.eval_frame')  # (not imported: nothing was compiled)
+    while True:
+        if isinstance(model, torch.nn.parallel.DistributedDataParallel): model = model.module
+        elif dynamo is not None and isinstance(model, dynamo.OptimizedModule): model = model._orig_mod
+        else: return model
 
 def find_bs(batch) -> int:
     "The batch size of `batch`: the length of the first tensor found in it."
     if isinstance(batch, torch.Tensor): return len(batch) if batch.ndim else 1
-    if isinstance(batch, dict): batch = list(batch.values())
+    if isinstance(batch, Mapping): batch = list(batch.values())
     if isinstance(batch, (list, tuple)):
         for o in batch:
             try: return find_bs(o)

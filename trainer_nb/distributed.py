@@ -114,7 +114,8 @@ class DistributedTrainer(Callback):
     def _wrap(self):
         learn = self.learn
         ids = [learn.device.index] if learn.device.type == 'cuda' else None
-        learn.model = nn.parallel.DistributedDataParallel(learn.raw_model, device_ids=ids, **self.ddp_kwargs)
+        model = learn.model.module if isinstance(learn.model, nn.parallel.DistributedDataParallel) else learn.model
+        learn.model = nn.parallel.DistributedDataParallel(model, device_ids=ids, **self.ddp_kwargs)  # (compiled or not)
 
     def before_batch(self):
         learn = self.learn

@@ -19,10 +19,10 @@ from .core import DeferredInterrupt, FeatureMethod, SingleProcess, default_devic
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
-from .parts import (DISPLAY_CALLBACKS, batch_size, check_device, check_loss, check_lr, check_metrics_loaders,
-                              check_parts, check_run_folder, check_step_output, make_optimizer, model_loss,
-                              nan_guard_for, refuse_nested, scaled_step, set_lr, split_batch, step_scalars,
-                              with_defaults)
+from .parts import (DISPLAY_CALLBACKS, batch_size, call_model, check_device, check_loss, check_lr,
+                              check_metrics_loaders, check_parts, check_run_folder, check_step_output,
+                              check_target_key, compiled, make_optimizer, model_loss, nan_guard_for, predictions,
+                              refuse_nested, scaled_step, set_lr, split_batch, step_scalars, with_defaults)
 from .state import (FitState, StopPoint, check_resumable, fit_position, new_fit_state, restored_rng,
                               rng_states, start_state)
 
@@ -46,10 +46,14 @@ class LearnerBase(HasCallbacks):
                  default_cbs: bool = True, # add `Recorder`, `ProgressCallback`, `WriterCallback`... (see below)
                  progress: bool = True, # show progress (bars in a notebook, text in a terminal)
                  nan_guard: bool | str = True, # stop the fit at a NaN or infinite loss, before its update (see below)
+                 compile: bool | dict = False, # compile the model with `torch.compile` (a dict: its arguments)
+                 target_key: str | None = 'labels', # the targets of a dict batch (the model gets the whole dict)
                 ):
         check_parts(model, loss_func, train_step, opt_func)
         self.device = check_device(device) or default_device()
-        self.model, self.loss_func, self.train_step, self.opt_func = model.to(self.device), loss_func, train_step, opt_func
+        self.model = compiled(model.to(self.device), compile)
+        self.loss_func, self.train_step, self.opt_func = loss_func, train_step, opt_func
+        self.target_key = check_target_key(target_key)
         self.dls = prepare_loaders(as_dataloaders(dls))  # (rebuilt so that the learner controls the data order)
         self.metrics, self.path, self.nan_guard = as_metrics(metrics), check_run_folder(path), nan_guard
         self.lr = check_lr(lr)
@@ -84,7 +88,7 @@ class LearnerBase(HasCallbacks):
     stop_requested = property(lambda self: self.controls.stop_kind is not None, doc="Whether a stop waits for the boundary.")
     rank = property(lambda self: self.comm.rank, doc="This process among those training together (0 alone).")
     world_size = property(lambda self: self.comm.world_size, doc="How many processes train together.")
-    raw_model = property(lambda self: unwrap_model(self.model), doc="The model, without the wrapper of distributed training.")
+    raw_model = property(lambda self: unwrap_model(self.model), doc="The model, without the wrappers of DDP and torch.compile.")
 
     # methods whose functions live in the chapters of their features, each imported when first used (`FeatureMethod`)
     state_dict = FeatureMethod('trainer_nb.checkpoint', 'learner_state')  # its whole state, as a dict and as a file
@@ -109,8 +113,7 @@ class OneBatch(LearnerBase):
     def _set_batch(self, batch, data_time: float = 0.):
         if self.device != _CPU: batch = to_device(batch, self.device, non_blocking=True)
         self.batch, self.data_time = batch, data_time
-        if type(batch) in (tuple, list) and len(batch) == 2: self.xb, self.yb = (batch[0],), (batch[1],)  # (0.2 us)
-        else: self.xb, self.yb = split_batch(batch)
+        self.xb, self.yb = split_batch(batch, self.target_key)
         self.pred = self.loss = self.loss_grad = self.loss_parts = None
 
     def _forward(self):
@@ -128,7 +131,7 @@ class OneBatch(LearnerBase):
         self.loss, self.loss_parts = out['loss'], step_scalars(out)
 
     def _model_forward(self):
-        self.pred = self.model(*self.xb)
+        self.pred = call_model(self.model, self.xb)
         if self.callbacks.table['after_pred']: self.callbacks.run('after_pred')
         self.loss, self.loss_parts = model_loss(self.pred, self.yb, self.loss_func, self.training)
 
@@ -155,7 +158,7 @@ class OneBatch(LearnerBase):
 
     def _valid_one_batch(self):
         self._forward()
-        self.tally.add(self.loss, batch_size(self.xb, self.yb), self.pred, self.yb)
+        self.tally.add(self.loss, batch_size(self.xb, self.yb), predictions(self.pred), self.yb)
 
 # %% ../nbs/04_learner.ipynb #b8edf8e1
 class ValidationLoop(OneBatch):

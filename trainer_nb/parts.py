@@ -6,19 +6,22 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from .callback.core import Callback
-from .core import find_bs
+from .core import find_bs, unwrap_model
 
 # %% auto #0
-__all__ = ['FUSED_ON_CUDA', 'DISPLAY_CALLBACKS', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device', 'check_parts',
-           'make_optimizer', 'check_metrics_loaders', 'refuse_nested', 'with_defaults', 'default_callbacks',
-           'split_batch', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'model_loss', 'set_lr',
-           'scaled_step', 'skips_on_device', 'nonfinite_message', 'NanGuard', 'nan_guard_for']
+__all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'DISPLAY_CALLBACKS', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device',
+           'check_parts', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders', 'refuse_nested',
+           'with_defaults', 'default_callbacks', 'split_batch', 'call_model', 'batch_size', 'check_loss',
+           'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'predictions',
+           'describe_output', 'set_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message', 'NanGuard',
+           'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -55,6 +58,29 @@ def check_parts(model, loss_func=None, train_step=None, opt_func=None):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     for arg, name in ((loss_func, 'loss_func'), (train_step, 'train_step'), (opt_func, 'opt_func')):
         if arg is not None and not callable(arg): raise TypeError(f"{name} must be callable, got {type(arg).__name__}.")
+
+# One graph for every batch size (a size of 1 aside), so that the graph that runs a batch never depends on the batches
+# before it. With torch.compile's default (a static graph first, a dynamic one once a size changes), the two graphs
+# draw other dropout masks on CUDA, so a fit resumed after a restart, which compiles afresh, would not be exact.
+COMPILE_DEFAULTS = {'dynamic': True}
+
+def compiled(model: nn.Module, compile: bool | dict = False) -> nn.Module:
+    "`model` compiled by `torch.compile` (`compile=True`, or a dict of its arguments over `COMPILE_DEFAULTS`), or as it is."
+    if compile is False: return model
+    if compile is not True and not isinstance(compile, dict):
+        raise TypeError(f"compile must be True, False, or a dict of torch.compile's arguments (e.g. "
+                        f"{{'mode': 'max-autotune'}}), got {compile!r}.")
+    if unwrap_model(model) is not model:
+        raise ValueError(f"compile={compile!r}, but the model is already wrapped ({type(model).__name__}): pass the "
+                         "plain model with compile=..., or your compiled model with compile=False.")
+    return torch.compile(model, **{**COMPILE_DEFAULTS, **({} if compile is True else compile)})
+
+def check_target_key(target_key) -> str | None:
+    "`target_key` if it can name the targets of a mapping batch: a string, or None (such batches have no target)."
+    if target_key is not None and not isinstance(target_key, str):
+        raise TypeError(f"target_key must be the key of the targets in a dict batch (default 'labels', the "
+                        f"transformers convention), or None; got {target_key!r}.")
+    return target_key
 
 # %% ../nbs/03d_parts.ipynb #8e742cb4
 FUSED_ON_CUDA = (torch.optim.AdamW, torch.optim.Adam)  # made with fused=True on CUDA when given as the class
@@ -108,14 +134,22 @@ def default_callbacks(progress: bool = True) -> list[Callback]:
     return [Recorder(), ControlPanelCallback(), ProgressCallback(), LivePlotCallback(), WriterCallback(), SaveOnStop()]
 
 # %% ../nbs/03d_parts.ipynb #7c54c706
-def split_batch(batch) -> tuple[tuple, tuple]:
-    "Inputs and targets of a batch: all but the last element, and the last; a lone tensor or dict is all input."
+def split_batch(batch, # a batch as the loader gives it
+                target_key: str | None = 'labels', # the key of the targets in a mapping batch
+               ) -> tuple[tuple | dict, tuple]:
+    "Inputs and targets of a batch (see the table): `(args, targets)` of a sequence, `(kwargs, targets)` of a mapping."
+    if isinstance(batch, Mapping):
+        return dict(batch), (batch[target_key],) if target_key in batch else ()
     if isinstance(batch, (tuple, list)):
         if len(batch) >= 2: return tuple(batch[:-1]), (batch[-1],)
         return tuple(batch), ()
     return (batch,), ()
 
-def batch_size(xb: tuple, yb: tuple) -> int:
+def call_model(model: nn.Module, xb: tuple | dict):
+    "The model's output on inputs `xb` from `split_batch`: `model(**xb)` for a dict, `model(*xb)` for a tuple."
+    return model(**xb) if isinstance(xb, dict) else model(*xb)
+
+def batch_size(xb: tuple | dict, yb: tuple) -> int:
     "The number of samples in a batch: the first dimension of its target, else of its first input."
     target = yb[0] if yb else None
     return target.shape[0] if isinstance(target, torch.Tensor) and target.ndim else find_bs(xb)
@@ -145,14 +179,46 @@ def step_scalars(out: dict) -> dict | None:
     return {k: v for k, v in out.items() if k not in STEP_KEYS} or None
 
 # %% ../nbs/03d_parts.ipynb #df1d4315
-def model_loss(pred, yb: tuple, loss_func, training: bool) -> tuple:
-    "The loss of a model's output `pred` and its parts: `loss_func(pred, *yb)`, or the sum of a dict of losses."
-    if isinstance(pred, dict): return sum(pred.values()), pred  # (a model that returns its losses: detectron2 style)
-    if loss_func is not None and (training or yb): return loss_func(pred, *yb), None  # (predictions may have no target)
+def output_field(output, name: str):
+    "`output[name]` of a mapping, else the attribute `output.<name>` (as on a `ModelOutput`); None if it has none."
+    return output.get(name) if isinstance(output, Mapping) else getattr(output, name, None)
+
+def is_loss_dict(output) -> bool:
+    "Whether `output` is a dict of losses (detectron2's models in training): a mapping whose values are all scalar tensors."
+    return (isinstance(output, Mapping) and len(output) > 0
+            and all(isinstance(v, torch.Tensor) and v.ndim == 0 for v in output.values()))
+
+def model_loss(output, # what the model returned
+               yb: tuple, # the batch's targets
+               loss_func, # the learner's `loss_func`, or None
+               training: bool, # whether this is a training batch (which must have a loss)
+              ) -> tuple:
+    "The loss of a model's `output` and its parts to log (see the table above)."
+    if loss_func is not None:  # (predictions on unlabelled data have no target, and no loss)
+        return (loss_func(output, *yb), None) if training or yb else (None, None)
+    loss = output_field(output, 'loss')
+    if loss is not None: return loss, None
+    if is_loss_dict(output): return sum(output.values()), dict(output)
     if training:
-        raise TypeError(f"The model returned a {type(pred).__name__} and there is no loss_func. "
-                        "Pass loss_func=..., make the model return a dict of losses, or pass train_step=....")
+        raise TypeError(f"The model returned {describe_output(output)}, which has no loss, and there is no "
+                        "loss_func. Pass loss_func=... (it gets the output whole: loss_func(output, *targets)); or "
+                        "give the model its targets, as a 'labels' key of a dict batch (a transformers model computes "
+                        "its loss from them); or make the model return a dict of losses; or pass train_step=....")
     return None, None
+
+def predictions(output):
+    "What metrics and `get_preds` see of a model's `output`: its `logits` when it has them, else the output."
+    logits = output_field(output, 'logits')
+    return output if logits is None else logits
+
+def describe_output(output) -> str:
+    "A model's output in a few words, for error messages: its type, and the shapes of what it holds."
+    def shape(v): return f"{tuple(v.shape)}" if isinstance(v, torch.Tensor) else type(v).__name__
+    name = type(output).__name__
+    if isinstance(output, torch.Tensor): return f"a Tensor of shape {tuple(output.shape)}"
+    if isinstance(output, Mapping): return f"a {name} of {', '.join(f'{k} {shape(v)}' for k, v in output.items())}"
+    if isinstance(output, (tuple, list)): return f"a {name} of {', '.join(shape(v) for v in output)}"
+    return f"a {name}"
 
 # %% ../nbs/03d_parts.ipynb #9b855140
 def set_lr(opt: torch.optim.Optimizer, lr: float):

@@ -12,7 +12,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from .callback.core import EVENTS, Callback
 
 # %% auto #0
-__all__ = ['synth_data', 'synth_dls', 'RegModel', 'synth_learner', 'EventRecorder', 'weights']
+__all__ = ['synth_data', 'synth_dls', 'RegModel', 'synth_learner', 'EventRecorder', 'weights', 'TokenData', 'pad_collate',
+           'token_dls']
 
 # %% ../nbs/02a_testing.ipynb #ad0e3663
 def synth_data(n: int = 128, a: float = 2., b: float = 1., noise: float = 0.1, seed: int = 0) -> TensorDataset:
@@ -63,3 +64,30 @@ class EventRecorder(Callback):
 def weights(model: nn.Module) -> dict:
     "The model's state dict as lists of numbers: `test_eq(weights(a), weights(b))` compares every value exactly."
     return {k: v.tolist() for k, v in model.state_dict().items()}
+
+# %% ../nbs/02a_testing.ipynb #e809c930
+class TokenData(torch.utils.data.Dataset):
+    "`n` token sequences of 6 to 20 tokens from a vocabulary of `vocab`, labelled 1 if they hold the token 3."
+    def __init__(self, n: int = 256, vocab: int = 32, seed: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        lengths = torch.randint(6, 21, (n,), generator=g)
+        self.seqs = [torch.randint(4, vocab, (int(k),), generator=g) for k in lengths]  # (0-3: special tokens)
+        for seq in self.seqs[::2]: seq[torch.randint(0, len(seq), (1,), generator=g)] = 3  # half of them hold a 3
+        self.labels = [int((seq == 3).any()) for seq in self.seqs]
+    def __len__(self): return len(self.seqs)
+    def __getitem__(self, i): return {'input_ids': self.seqs[i], 'labels': self.labels[i]}
+
+def pad_collate(items: list[dict]) -> dict:
+    "A batch of `TokenData` items, as a collator with padding gives it: `input_ids` and `attention_mask` padded with 0."
+    width = max(len(item['input_ids']) for item in items)
+    ids, mask = torch.zeros(len(items), width, dtype=torch.long), torch.zeros(len(items), width, dtype=torch.long)
+    for row, item in enumerate(items):
+        ids[row, :len(item['input_ids'])], mask[row, :len(item['input_ids'])] = item['input_ids'], 1
+    return {'input_ids': ids, 'attention_mask': mask, 'labels': torch.tensor([item['labels'] for item in items])}
+
+def token_dls(n_train: int = 512, n_valid: int = 64, bs: int = 32, shuffle: bool = True, seed: int = 0):
+    "Train and valid loaders of padded dict batches over `TokenData`."
+    from trainer_nb.data import DataLoaders
+    train = DataLoader(TokenData(n_train, seed=seed), batch_size=bs, shuffle=shuffle, collate_fn=pad_collate)
+    valid = DataLoader(TokenData(n_valid, seed=seed + 1), batch_size=bs, collate_fn=pad_collate)
+    return DataLoaders(train, valid)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .core import Callback
 from .tracker import check_monitor, improved
-from ..checkpoint import atomic_save, check_writable, load_checkpoint, nonfinite_weights, remove_stale_temps
+from ..checkpoint import (atomic_save, check_writable, load_checkpoint, load_model_state, nonfinite_weights,
+                                   remove_stale_temps)
 
 # %% auto #0
 __all__ = ['PeriodicCheckpoints', 'CheckpointCallback', 'finite_weights', 'SaveOnStop']
@@ -145,7 +146,7 @@ def _load_weights(learn, path: Path) -> dict:
     "Load the model weights of checkpoint `path` into the learner; return the weights it had."
     model = learn.raw_model
     weights = {k: v.clone() for k, v in model.state_dict().items()}
-    model.load_state_dict(load_checkpoint(path, map_location=learn.device)['model'])
+    load_model_state(model, load_checkpoint(path, map_location=learn.device)['model'])
     return weights
 
 def finite_weights(learn) -> bool:

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import csv
 import datetime
-import time
-from pathlib import Path
-
 import inspect
+import time
+from collections.abc import Mapping
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from .core import Callback
 from ..checkpoint import atomic_save, atomic_write
+from ..parts import predictions
 
 # %% auto #0
 __all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'GatherPreds', 'get_preds', 'predict', 'SaveOutputs',
@@ -26,7 +27,7 @@ __all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'GatherPreds', 
 def detach_cpu(x, as_float: bool = False):
     "`x` (a tensor, or a dict, list or tuple of them) detached and on the CPU; floating point if `as_float`."
     if isinstance(x, torch.Tensor): return (x.detach().float() if as_float else x.detach()).cpu()
-    if isinstance(x, dict): return {k: detach_cpu(v, as_float) for k, v in x.items()}
+    if isinstance(x, Mapping): return {k: detach_cpu(v, as_float) for k, v in x.items()}
     if isinstance(x, (list, tuple)): return type(x)(detach_cpu(o, as_float) for o in x)
     return x
 
@@ -77,15 +78,15 @@ class GatherPreds(Callback):
     def gather(self, learn):
         "Add the current batch."
         parts = self.parts
-        parts['preds'].append(detach_cpu(learn.pred, self.as_float))
+        parts['preds'].append(detach_cpu(predictions(learn.pred), self.as_float))  # (a model output's logits)
         if learn.yb: parts['targets'].append(detach_cpu(learn.yb[0]))
-        if 'inputs' in parts: parts['inputs'].append(detach_cpu(learn.xb[0] if len(learn.xb) == 1 else learn.xb))
+        if 'inputs' in parts: parts['inputs'].append(detach_cpu(_inputs(learn.xb)))
         if 'losses' in parts: parts['losses'].append(detach_cpu(sample_losses(learn), self.as_float))
 
     def concat(self, name: str):
         "What was gathered under `name` ('preds', 'targets', 'losses', 'inputs'), concatenated (None if nothing)."
         xs = self.parts[name]
-        return torch.cat(xs) if xs and isinstance(xs[0], torch.Tensor) else (xs or None)
+        return torch.cat(xs) if xs and isinstance(xs[0], torch.Tensor) else (xs or None)  # (dicts: one a batch)
 
     def result(self) -> tuple:
         "`(preds, targets)`, then `losses` if gathered; `inputs` first if gathered (what `get_preds` returns)."
@@ -93,6 +94,10 @@ class GatherPreds(Callback):
         if self.with_loss: result += (self.concat('losses'),)
         if self.with_input: result = (self.concat('inputs'),) + result
         return result
+
+def _inputs(xb: tuple | dict):
+    "A batch's inputs as gathered: the dict of a `model(**xb)` call, the one input of `model(x)`, else the tuple."
+    return xb if isinstance(xb, dict) or len(xb) != 1 else xb[0]
 
 # %% ../../nbs/15_callback.outputs.ipynb #d70d123a
 def get_preds(learn,
@@ -107,9 +112,11 @@ def get_preds(learn,
     return gather.result()
 
 def predict(learn, item) -> torch.Tensor:
-    "The model's output for one item (an input without its batch dimension), on the CPU."
-    item = item if isinstance(item, (tuple, list)) else (item,)
-    preds, _ = get_preds(learn, [tuple(x.unsqueeze(0) if isinstance(x, torch.Tensor) else x for x in item)])
+    "The model's prediction for one item (an input, or a dict of inputs, without its batch dimension), on the CPU."
+    def batched(x): return x.unsqueeze(0) if isinstance(x, torch.Tensor) else x
+    if isinstance(item, Mapping): batch = {k: batched(v) for k, v in item.items()}
+    else: batch = tuple(map(batched, item if isinstance(item, (tuple, list)) else (item,)))
+    preds, _ = get_preds(learn, [batch])
     return preds[0]
 
 # %% ../../nbs/15_callback.outputs.ipynb #52ad964c
