@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trainer_nb.checkpoint import atomic_save, load_checkpoint  # noqa: E402
+from trainer_nb.checkpoint import load_checkpoint  # noqa: E402
+from trainer_nb.files import atomic_save  # noqa: E402
 from trainer_nb.events import EventStorage  # noqa: E402
 
 SCALARS = (('train/loss', True), ('lr', False), ('samples', False), ('time/step', True), ('time/data', True),

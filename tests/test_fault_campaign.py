@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-import trainer_nb.checkpoint as checkpoint_module
+import trainer_nb.files as files_module
 from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.callback.core import Callback
 from trainer_nb.checkpoint import load_checkpoint
@@ -350,7 +350,7 @@ def full_disk(monkeypatch, save_no: int, where: str):
         if where == 'fsync' and calls['n'] >= save_no and not os.path.isdir(f'/proc/self/fd/{fd}'): raise enospc()
         return real_fsync(fd)
 
-    monkeypatch.setattr(checkpoint_module, 'open', fake_open, raising=False)
+    monkeypatch.setattr(files_module, "open", fake_open, raising=False)
     monkeypatch.setattr(os, 'fsync', fake_fsync)
 
 

@@ -14,7 +14,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainer_nb.callback.core import LambdaCallback
-from trainer_nb.checkpoint import CheckpointError, atomic_save, load_checkpoint
+from trainer_nb.checkpoint import CheckpointError, load_checkpoint
+from trainer_nb.files import atomic_save
 from trainer_nb.learner import Learner
 from trainer_nb.metrics import accuracy
 from trainer_nb.testing import TokenData, pad_collate, token_dls, weights

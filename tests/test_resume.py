@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import trainer_nb.checkpoint as checkpoint_module
+import trainer_nb.files as files_module
 from resume_harness import (N_EPOCHS, STEPS_PER_EPOCH, Interrupter, assert_same_run, history, make_learner,
                             run_fit, sigint)
 
@@ -50,7 +51,7 @@ def run_with_interrupts(tmp_path, mode, points, monkeypatch):
     interrupter = Interrupter(points)
     saves = [p[1] for p in points if p[0] == 'ckpt']
     calls = {'n': 0}
-    real_fsync = checkpoint_module.os.fsync
+    real_fsync = files_module.os.fsync
 
     def fsync_with_interrupt(fd):  # SIGINT in the middle of writing the n-th checkpoint of a running fit
         calls['n'] += 1
@@ -58,7 +59,7 @@ def run_with_interrupts(tmp_path, mode, points, monkeypatch):
         if calls['n'] in saves and learn is not None and learn.in_fit and not learn.stop_requested: sigint()
         return real_fsync(fd)
 
-    monkeypatch.setattr(checkpoint_module.os, 'fsync', fsync_with_interrupt)
+    monkeypatch.setattr(files_module.os, 'fsync', fsync_with_interrupt)
     learn = make_learner(tmp_path)
     learn.fit_one_cycle(N_EPOCHS, 1e-2, cbs=[interrupter])
     stops = 0

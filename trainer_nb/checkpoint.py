@@ -6,10 +6,8 @@
 from __future__ import annotations
 
 import importlib
-import os
 import pickletools
 import re
-import tempfile
 import zipfile
 import warnings
 from pathlib import Path
@@ -17,89 +15,17 @@ from pathlib import Path
 import torch
 
 from .data import is_stateful
+from .files import atomic_save
 from .parts import DISPLAY_CALLBACKS
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['FORMAT', 'atomic_write', 'atomic_save', 'remove_stale_temps', 'check_writable', 'CheckpointError', 'load_checkpoint',
-           'check_state_keys', 'plain_key', 'model_state', 'load_model_state', 'check_optimizer_state', 'learner_state',
-           'own_callbacks', 'pending_grads', 'nonfinite_weights', 'check_learner_state', 'restore_learner',
-           'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart', 'checkpoint_path', 'save_learner',
-           'load_learner']
-
-# %% ../nbs/06_checkpoint.ipynb #f584d239
-def atomic_write(path: str | Path, write) -> Path:
-    "Write a file atomically: `write(f)` into a temp file beside `path`, fsync, then a rename over `path`."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path)
-    tmp, out = path.with_name(f".{path.name}.tmp-{os.getpid()}"), None
-    try:
-        with open(tmp, 'wb') as f:
-            out = _KeepsWriteError(f)
-            write(out)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except Exception as e:
-        tmp.unlink(missing_ok=True)
-        cause = (out.error if out is not None else None) or e  # torch's zip writer hides a full disk's OSError
-        raise OSError(getattr(cause, 'errno', None), f"Writing {path} failed ({cause}). The previous {path.name}, if "
-                      f"any, is unchanged. Is the disk full? (df -h {path.parent})") from e
-    except BaseException:  # KeyboardInterrupt: the temp file goes, the previous file stays
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-class _KeepsWriteError:
-    "A file to write to that keeps the first error of a write (torch's zip writer reports it without its errno)."
-    def __init__(self, f): self.f, self.error = f, None
-
-    def write(self, data):
-        try: return self.f.write(data)
-        except OSError as e:
-            self.error = self.error or e
-            raise
-
-    def flush(self): self.f.flush()
-
-def atomic_save(obj, path: str | Path) -> Path:
-    "`torch.save(obj)` to `path` atomically (see `atomic_write`)."
-    return atomic_write(path, lambda f: torch.save(obj, f))
-
-def remove_stale_temps(path: Path):
-    "Delete the temp files of `path` (`.<name>.tmp-<pid>`, `.<name>.link-<pid>`) left by writers killed mid-write."
-    for tmp in [*path.parent.glob(f".{path.name}.tmp-*"), *path.parent.glob(f".{path.name}.link-*")]:
-        pid = tmp.name.rsplit('-', 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)): tmp.unlink(missing_ok=True)
-
-def _running(pid: int) -> bool:
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True  # it runs, as another user
-    return True
-
-def _fsync_dir(folder: Path):
-    "Make the rename itself durable (POSIX); a no-op where folders cannot be opened."
-    try: fd = os.open(folder, os.O_RDONLY)
-    except OSError: return
-    try: os.fsync(fd)
-    except OSError: pass
-    finally: os.close(fd)
+__all__ = ['FORMAT', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'load_model_state',
+           'check_optimizer_state', 'learner_state', 'own_callbacks', 'pending_grads', 'nonfinite_weights',
+           'check_learner_state', 'restore_learner', 'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart',
+           'checkpoint_path', 'save_learner', 'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #e81776bf
-def check_writable(folder: str | Path) -> Path:
-    "Check that files can be written in `folder` (or where it will be made); else raise an error that says so, at once."
-    folder = existing = Path(folder)
-    while not existing.exists() and existing != existing.parent: existing = existing.parent
-    try:
-        with tempfile.TemporaryFile(dir=existing): pass  # (creates nothing that stays)
-    except OSError as e:
-        raise PermissionError(f"The run folder {folder} cannot be written ({e.strerror or e}): metrics.json, plots and "
-                              "checkpoints go there. Pass a writable folder as Learner(path=...).") from e
-    return folder
-
 class CheckpointError(RuntimeError):
     "A checkpoint file that cannot be used: refused, damaged, or made for another model."
 

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import importlib
+import numbers
 import re
 import signal
 import sys
@@ -18,9 +20,9 @@ from collections.abc import Mapping
 import torch
 
 # %% auto #0
-__all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model', 'find_bs', 'in_notebook',
-           'import_in_background', 'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'FeatureMethod',
-           'SingleProcess']
+__all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model', 'find_bs', 'is_whole',
+           'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook', 'import_in_background',
+           'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'FeatureMethod', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -67,6 +69,41 @@ def find_bs(batch) -> int:
             try: return find_bs(o)
             except ValueError: pass
     raise ValueError(f"Cannot find a batch size in a batch of type {type(batch).__name__}: it holds no tensor.")
+
+# %% ../nbs/00_core.ipynb #1516a9b6
+def is_whole(value, low: int = 1) -> bool:
+    "Whether `value` is a whole number >= `low` (a bool is not: `True` is no count)."
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
+
+def whole_number(value, # what the user gave
+                 name: str, # its name in the message, e.g. 'n_epochs'
+                 low: int = 1, # the smallest value allowed
+                ) -> int:
+    "`value` as an int if it is a whole number >= `low`, else a `ValueError` that names `name`."
+    if is_whole(value, low): return int(value)
+    raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}.")
+
+class MovingAverage:
+    "An exponential moving average of factor `beta`, bias-corrected (as Adam's moments): `update(x)` gives the average."
+    def __init__(self, beta: float): self.beta, self.avg, self.count = beta, 0., 0
+
+    def update(self, value: float) -> float:
+        "Add `value`; return the corrected average of the values so far (`value` itself when `beta` is 0)."
+        self.count += 1
+        self.avg = self.beta * self.avg + (1 - self.beta) * value
+        return self.avg / (1 - self.beta ** self.count)
+
+def time_left(elapsed: float, # seconds taken so far
+              done: int, # steps done in them
+              total: int | None, # steps in all (None: unknown)
+             ) -> float | None:
+    "Seconds left at the pace so far, or None when it cannot be told (no step done, or no known end)."
+    if not total or done <= 0: return None
+    return elapsed / done * max(total - done, 0)
+
+def format_seconds(seconds: float) -> str:
+    "`seconds` as a clock shows a duration: `0:01:05`."
+    return str(datetime.timedelta(seconds=round(seconds)))
 
 # %% ../nbs/00_core.ipynb #cebe8db3
 def in_notebook() -> bool:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from .core import Callback
 from .tracker import check_monitor, improved
-from ..checkpoint import (atomic_save, check_writable, load_checkpoint, load_model_state, nonfinite_weights,
-                                   remove_stale_temps)
+from ..checkpoint import load_checkpoint, load_model_state, nonfinite_weights
+from ..files import atomic_save, check_writable, remove_stale_temps
 
 # %% auto #0
 __all__ = ['PeriodicCheckpoints', 'CheckpointCallback', 'finite_weights', 'SaveOnStop']

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from .core import Callback, SkipsIdleEvents
-from ..checkpoint import atomic_write
+from ..files import atomic_write
 from ..core import import_in_background, in_notebook, update_output
 
 # %% auto #0

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .core import Callback
-from ..checkpoint import atomic_save, atomic_write
+from ..files import atomic_save, atomic_write
 from ..parts import predictions
 
 # %% auto #0

@@ -9,7 +9,7 @@ import time
 
 from .core import Callback
 from ..events import ConsoleWriter, EventWriter, JSONWriter, ScalarRow
-from ..checkpoint import check_writable
+from ..files import check_writable
 
 # %% auto #0
 __all__ = ['Recorder', 'WriterCallback']
