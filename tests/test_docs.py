@@ -304,8 +304,7 @@ def test_public_methods_have_api_entries(site):
     "The learner's main methods, and every public method with a docstring of an exported class."
     import proc_docs
     from trainer_nb.learner import Learner
-    # the learner's methods are documented where they are defined: in the part of the learner that adds them
-    # (the callback methods, such as show_loop, come from HasCallbacks, on the callback.core page)
+    # the learner's methods are documented where they are defined (one class: the learner page)
     from trainer_nb.events import EventStorage
     def where(cls, m):
         owner = next(c for c in cls.__mro__ if m in vars(c))
@@ -373,7 +372,7 @@ def test_browser_shows_the_home_page_with_navigation(site, browser_page, artifac
 def test_browser_shows_the_learner_api(site, browser_page, artifacts):
     page = browser_page
     visit(page, site, 'learner.html', artifacts)
-    for anchor in ('learner', 'learner.fit', 'learner.resume', 'validationloop.validate', 'trainingloop'):
+    for anchor in ('learner', 'learner.fit', 'learner.resume', 'learner.validate', 'default_callbacks'):
         sec = page.locator(f'section.api-entry[id="{anchor}"]')
         assert sec.count() == 1, f"no API entry #{anchor}"
         assert sec.locator('pre').first.is_visible()

@@ -192,20 +192,3 @@ def test_a_checkpoint_loaded_into_the_learner_that_stopped_resumes_its_schedule(
     learn.load(name)
     learn.resume(cbs=[interrupter])
     assert_same_run(learn, reference)
-
-
-def test_a_checkpoint_of_format_1_still_resumes_exactly(tmp_path, reference):
-    "Format 1 kept the states of the learner's callbacks and of the fit's in one dict: such a file still resumes."
-    learn = make_learner(tmp_path)
-    interrupter = Interrupter([('train', 'after_batch', 20)])
-    learn.fit_one_cycle(N_EPOCHS, 1e-2, cbs=[interrupter])
-    path = learn.checkpoint_path('last')
-    state = checkpoint_module.load_checkpoint(path)
-    assert state['format'] == 'trainer_nb.checkpoint/2' and state['fit_callbacks']  # (the schedule's state)
-    state['callbacks'].update(state.pop('fit_callbacks'))
-    state['format'] = 'trainer_nb.checkpoint/1'
-    torch.save(state, path)
-    learn = make_learner(tmp_path, seed=99)
-    learn.load('last')
-    learn.resume(cbs=[interrupter])
-    assert_same_run(learn, reference)

@@ -112,14 +112,12 @@ class exec_doc_cells(exec_show_docs):
 
 def public_methods(cls) -> list[str]:
     """Names of the public methods and properties defined in `cls` itself (not inherited) with a docstring of
-    their own, in source order; a `FeatureMethod` (a method whose function another chapter defines) counts too."""
-    from trainer_nb.core import FeatureMethod
+    their own, in source order; a function of another chapter assigned as a method (`save = save_learner`) counts too."""
     names = []
     for name, value in vars(cls).items():
         if name.startswith('_'): continue
         func = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
         func = func.fget if isinstance(func, property) else func
-        func = func.function if isinstance(func, FeatureMethod) else func
         if inspect.isfunction(func) and func.__doc__: names.append(name)
     return names
 
@@ -154,7 +152,7 @@ class add_method_docs(add_show_docs):
                 cls = getattr(module, name, None)
                 if not (inspect.isclass(cls) and cls.__module__ == module.__name__): continue
                 new += [f'{name}.{m}' for m in public_methods(cls) if f'{name}.{m}' not in shown]
-            for i, qualname in enumerate(new):  # (named: a FeatureMethod's function has a name of its own)
+            for i, qualname in enumerate(new):  # (named: a function assigned as a method has a name of its own)
                 doc_cell = mk_cell(f'show_doc({qualname}, name={qualname!r}, title_level=4)')
                 doc_cell.has_sd = True
                 self.nb.cells.insert(cell.idx_ + 1 + i, doc_cell)

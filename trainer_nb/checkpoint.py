@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
+from .callback.core import DISPLAY_CALLBACKS
 from .data import is_stateful
 from .files import atomic_save
-from .parts import DISPLAY_CALLBACKS
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
@@ -122,7 +122,7 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
                                       f"{tuple(value.shape)}, the parameter {tuple(params[pid].shape)}. {fix}")
 
 # %% ../nbs/06_checkpoint.ipynb #46744a96
-FORMAT = 'trainer_nb.checkpoint/2'  # (2: the fit's callbacks apart from the learner's own; 1 had one dict)
+FORMAT = 'trainer_nb.checkpoint/2'
 
 def learner_state(learn) -> dict:
     "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
@@ -161,7 +161,7 @@ def check_learner_state(learn, state, weights_only_model: bool = False):
         raise CheckpointError("This is not a trainer_nb checkpoint (it has no 'model' entry).")
     check_state_keys(model_state(learn.raw_model), {plain_key(k): v for k, v in state['model'].items()})
     if weights_only_model: return
-    lacks = [k for k in ('opt', 'callbacks', 'storage', 'fit_state', 'rng') if k not in state]
+    lacks = [k for k in ('opt', 'callbacks', 'fit_callbacks', 'storage', 'fit_state', 'rng') if k not in state]
     if lacks: raise CheckpointError(f"The checkpoint has no {', '.join(lacks)}: it holds weights only. "
                                     "Load it with load(..., weights_only_model=True).")
     check_optimizer_state(learn.opt, state['opt'])
@@ -175,15 +175,14 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     states = dict(state['callbacks'])
     for key, cb in callback_keys(own_callbacks(learn)).items():
         if key in states: cb.load_state_dict(states.pop(key))
-    if 'fit_callbacks' in state: warn_unclaimed(states)
-    fit_states = dict(state['fit_callbacks']) if 'fit_callbacks' in state else states  # (format 1: one dict for both)
+    warn_unclaimed(states)
     learn.storage.load_state_dict(state['storage'])
     learn.fit_state = FitState()
     learn.fit_state.load_state_dict(state['fit_state'])
     set_rng_states(state['rng'])
-    learn.stop_point.load(state['rng'], state.get('loader'), fit_states, state.get('epoch_rng'))  # (for `resume`)
-    if 'controls' in state: learn.controls.load_state_dict(state['controls'])
-    grads = {plain_key(k): g for k, g in (state.get('grads') or {}).items()}
+    learn.stop_point.load(state['rng'], state['loader'], dict(state['fit_callbacks']), state['epoch_rng'])  # (for `resume`)
+    learn.controls.load_state_dict(state['controls'])
+    grads = {plain_key(k): g for k, g in (state['grads'] or {}).items()}
     for name, p in learn.raw_model.named_parameters():
         p.grad = grads[plain_key(name)].to(p.device) if plain_key(name) in grads else None
 

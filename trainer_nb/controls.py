@@ -9,18 +9,29 @@ import math
 import threading
 
 # %% auto #0
-__all__ = ['ControlRequests', 'ControlEffects', 'check_stop_reason', 'Controls']
+__all__ = ['check_stop_reason', 'Controls']
 
 # %% ../nbs/03c_controls.ipynb #6ad33f46
-class ControlRequests:
-    "Requests to a running fit, from any thread, queued until the loop takes them at the next batch boundary."
+def check_stop_reason(reason: str) -> str:
+    "`reason` if a person or code may stop a fit for it: 'interrupted' or 'cancelled' ('nonfinite' is the loop's own)."
+    if reason not in ('interrupted', 'cancelled'):
+        raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
+    return reason
+
+class Controls:
+    "The learner's controls (`learn.controls`): requests from any thread, what they changed, and the loop's boundary."
     def __init__(self):
         self._lock = threading.Lock()
         self._queue: list[tuple] = []  # requests not yet taken by the loop: ('save', 'last'), ('scale_lr', 0.5)...
         self.pending: list[tuple] = [] # taken at a boundary and not yet carried out (a stop leaves them to `resume`)
         self.waiting = False           # whether there are requests to take: read by the loop at each boundary
         self.stop_kind = None          # the stop the loop makes at its next boundary (see `request_stop`)
+        self.lr_scale = 1.             # the factor on the lr, from scale_lr (saved in checkpoints)
+        self.stop_after_epoch = False  # set when a stop(when='epoch') takes effect
+        self.history: list[dict] = []  # each request that took effect: {'control', 'value', 'step', 'message'}
+        self.last: str | None = None   # the last one, in words (what the control panel shows)
 
+    # requests: from any thread
     def stop(self, when: str = 'batch'):
         "Stop the fit after the current batch (`'batch'`), or after the current epoch and its validation (`'epoch'`)."
         if when not in ('batch', 'epoch'): raise ValueError(f"stop(when=...) takes 'batch' or 'epoch', got {when!r}.")
@@ -57,16 +68,7 @@ class ControlRequests:
             requests, self.pending, self._queue, self.waiting = self.pending + self._queue, [], [], False
         return sorted(requests, key=lambda request: request[0] != 'stop')  # (stable: the others keep their order)
 
-# %% ../nbs/03c_controls.ipynb #90b50af5
-class ControlEffects(ControlRequests):
-    "Requests to a running fit (see `ControlRequests`), and what those the loop carried out changed."
-    def __init__(self):
-        super().__init__()
-        self.lr_scale = 1.             # the factor on the lr, from scale_lr (saved in checkpoints)
-        self.stop_after_epoch = False  # set when a stop(when='epoch') takes effect
-        self.history: list[dict] = []  # each request that took effect: {'control', 'value', 'step', 'message'}
-        self.last: str | None = None   # the last one, in words (what the control panel shows)
-
+    # what the requests changed, once the loop carried them out
     def took_effect(self, kind: str, value, step: int, storage, result=None) -> str:
         "What the loop calls once it has carried out a request at `step` (`result`: the saved path, the validation's results)."
         if kind == 'stop':
@@ -92,22 +94,14 @@ class ControlEffects(ControlRequests):
         return {'lr_scale': self.lr_scale, 'history': [dict(h) for h in self.history], 'pending': pending}
 
     def load_state_dict(self, state: dict):
-        pending = [tuple(r) for r in state.get('pending', [])]  # (checkpoints before pending requests were saved)
+        pending = [tuple(r) for r in state['pending']]
         if any(len(r) != 2 or r[0] not in ('stop', 'save', 'validate', 'scale_lr') for r in pending):
             raise ValueError(f"The controls' state has requests this library does not know: {pending}.")
         self.lr_scale, self.history = float(state['lr_scale']), [dict(h) for h in state['history']]
         self.last = self.history[-1]['message'] if self.history else None
         with self._lock: self.pending, self._queue, self.waiting = pending, [], bool(pending)
 
-# %% ../nbs/03c_controls.ipynb #3ae9f9b8
-def check_stop_reason(reason: str) -> str:
-    "`reason` if a person or code may stop a fit for it: 'interrupted' or 'cancelled' ('nonfinite' is the loop's own)."
-    if reason not in ('interrupted', 'cancelled'):
-        raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
-    return reason
-
-class Controls(ControlEffects):
-    "The learner's controls (`learn.controls`): requests, what they changed, and how the loop takes them at a boundary."
+    # the loop's side: a fit starts, a batch boundary, an epoch's end
     def start_fit(self):
         "A fit starts (or resumes): no stop yet; what a stop left pending is taken at the first boundary."
         self.stop_after_epoch, self.stop_kind = False, None

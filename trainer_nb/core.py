@@ -13,7 +13,6 @@ import re
 import signal
 import sys
 import threading
-import types
 import warnings
 from collections.abc import Mapping
 
@@ -22,7 +21,7 @@ import torch
 # %% auto #0
 __all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model', 'find_bs', 'is_whole',
            'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook', 'import_in_background',
-           'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'FeatureMethod', 'SingleProcess']
+           'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -221,27 +220,6 @@ class HeldContext:
         "Exit the context held, if any."
         cm, self.cm = self.cm, None
         if cm is not None: cm.__exit__(None, None, None)
-
-# %% ../nbs/00_core.ipynb #351f2e3d
-class FeatureMethod:
-    "A method whose function `fn(obj, ...)` lives in another module, imported the first time it is used."
-    def __init__(self,
-                 module: str, # where the function is defined, e.g. 'trainer_nb.callback.schedule'
-                 name: str, # its name there
-                ):
-        self.module, self.name, self._function = module, name, None
-
-    @property
-    def function(self):
-        "The function itself (its module is imported now, if it was not yet)."
-        if self._function is None: self._function = getattr(importlib.import_module(self.module), self.name)
-        return self._function
-
-    def __get__(self, obj, objtype=None):
-        "On an instance, the function bound to it, as a method; on the class, the function."
-        return self.function if obj is None else types.MethodType(self.function, obj)
-
-    def __repr__(self): return f"FeatureMethod({self.module!r}, {self.name!r})"
 
 # %% ../nbs/00_core.ipynb #fb16f1f9
 STOP_KINDS = ('cancelled', 'interrupted', 'nonfinite')  # the stops processes agree on, the strongest last

@@ -147,7 +147,8 @@ def sample_seed(epoch_seed: int, index: int) -> int:
 
 def seed_draws(seed: int):
     "Seed the generators a dataset may draw from: torch's (CPU), python's, and numpy's if it is loaded."
-    torch.default_generator.manual_seed(seed)  # (torch.manual_seed also seeds every device: 90 us, not 1)
+    torch.default_generator.manual_seed(seed)  # (not torch.manual_seed, which seeds every CUDA device too: measured
+    # 90 us a call against 1, and this runs for every sample: about 6 ms of loading for a batch of 64)
     random.seed(seed)
     np = sys.modules.get('numpy')
     if np is not None: np.random.seed(seed % 2**32)

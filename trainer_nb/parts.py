@@ -12,16 +12,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .callback.core import Callback
 from .core import find_bs, unwrap_model
 
 # %% auto #0
-__all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'DISPLAY_CALLBACKS', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device',
-           'check_parts', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders', 'refuse_nested',
-           'with_defaults', 'default_callbacks', 'split_batch', 'call_model', 'batch_size', 'check_loss',
-           'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'predictions',
-           'describe_output', 'set_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message', 'NanGuard',
-           'nan_guard_for']
+__all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'check_run_folder', 'check_lr', 'check_device', 'check_parts',
+           'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders', 'refuse_nested', 'split_batch',
+           'call_model', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field',
+           'is_loss_dict', 'model_loss', 'predictions', 'describe_output', 'set_lr', 'scaled_step', 'skips_on_device',
+           'nonfinite_message', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -115,23 +113,6 @@ def refuse_nested(in_fit: bool, # whether a fit is running
         raise RuntimeError(f"learn.{what}() was called while a fit is already running (from a callback?). A fit "
                            "cannot run inside another; request a stop with learn.request_stop() instead, and "
                            f"call {what}() once the running fit has ended.")
-
-# %% ../nbs/03d_parts.ipynb #76ed37ad
-def with_defaults(cbs: list[Callback], progress: bool = True) -> list[Callback]:
-    "The default callbacks, then `cbs`; a default of the same class as one in `cbs` is left out (yours replaces it)."
-    return [d for d in default_callbacks(progress) if not any(type(c) is type(d) for c in cbs)] + cbs
-
-DISPLAY_CALLBACKS = ('control_panel', 'progress', 'live_plot')  # the notebook display: left out with progress=False
-
-def default_callbacks(progress: bool = True) -> list[Callback]:
-    "The callbacks every learner starts with (with `progress=False`: no bars, plot or panel)."
-    from trainer_nb.callback.checkpoint import SaveOnStop
-    from trainer_nb.callback.recorder import Recorder, WriterCallback
-    if not progress: return [Recorder(), WriterCallback(), SaveOnStop()]
-    from trainer_nb.callback.liveplot import LivePlotCallback
-    from trainer_nb.callback.panel import ControlPanelCallback
-    from trainer_nb.callback.progress import ProgressCallback
-    return [Recorder(), ControlPanelCallback(), ProgressCallback(), LivePlotCallback(), WriterCallback(), SaveOnStop()]
 
 # %% ../nbs/03d_parts.ipynb #7c54c706
 def split_batch(batch, # a batch as the loader gives it

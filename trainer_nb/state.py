@@ -10,27 +10,43 @@ from contextlib import contextmanager
 
 import torch
 
+from .core import whole_number
 from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, replays
 
 # %% auto #0
-__all__ = ['StepCount', 'FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state',
-           'match_world', 'start_state', 'rng_states', 'set_rng_states', 'restored_rng', 'StopPoint', 'is_resumable',
+__all__ = ['FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state', 'match_world',
+           'start_state', 'rng_states', 'set_rng_states', 'restored_rng', 'StopPoint', 'is_resumable',
            'check_resumable', 'fit_position', 'fit_status']
 
-# %% ../nbs/03b_state.ipynb #dd995c2e
-class StepCount:
-    "How many optimizer steps a fit takes, and which training batches end with one (gradient accumulation)."
+# %% ../nbs/03b_state.ipynb #c3d38467
+class FitState:
+    "The target and the position of a fit: the only place that counts epochs, batches, steps and samples."
     def __init__(self,
                  n_epochs: int | None = None, # train for this many epochs...
                  n_steps: int | None = None, # ...or for this many optimizer steps
+                 eval_every: int | None = None, # validate every this many steps (None: after each epoch)
+                 step: int = 0, # optimizer steps done before this fit
+                 samples: int = 0, # samples seen before this fit
                  batches_per_epoch: int | None = None, # training batches in one epoch, when the loader has a length
+                 plan: dict | None = None, # how the fit was started: the method, and the callbacks given to it
                 ):
         self.n_epochs, self.n_steps, self.batches_per_epoch = n_epochs, n_steps, batches_per_epoch
+        self.eval_every, self.plan = eval_every, plan or {'method': 'fit'}
         self.accum_every, self.pending_micro = 1, 0  # batches per optimizer step; batches since the last step
         self.steps_now = True   # whether the training batch running now ends with an optimizer step
-        self.fit_steps, self.step = 0, 0
+        self.epoch, self.iter, self.epoch_iter = 0, 0, 0
+        self.train_done = self.epoch_complete = False
+        self.fit_steps, self.step, self.samples, self.batches = 0, step, samples, 0
+        self.epoch_offset = 0  # training samples consumed in this epoch, all processes together: the data position
+        self.world_size = 1    # processes training together (distributed training)
+        self.epoch_seed: int | None = None   # the seed of this epoch's data order...
+        self.seed_epoch: int | None = None   # ...and the epoch it was drawn for
+        self.last_eval_step: int | None = None
+        self.stop_reason: str | None = None
+        self.resumable = False
         self.estimate_epochs()
 
+    # counting steps: how many a fit takes, and which batches end with one
     @property
     def steps_per_epoch(self) -> int | None:
         "Optimizer steps in one epoch (the last, partial accumulation of an epoch is stepped too)."
@@ -49,9 +65,7 @@ class StepCount:
 
     def set_accumulation(self, n: int):
         "Step the optimizer every `n` training batches (and at the end of each epoch)."
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"Gradient accumulation needs a whole number of batches >= 1, got {n!r}.")
-        self.accum_every = n
+        self.accum_every = whole_number(n, 'Gradient accumulation (batches per optimizer step)')
         self.estimate_epochs()
 
     def estimate_epochs(self):
@@ -68,31 +82,7 @@ class StepCount:
         if self.batches_per_epoch is not None: size = min(size, self.batches_per_epoch - (it - self.pending_micro))
         return size
 
-# %% ../nbs/03b_state.ipynb #c3d38467
-class FitState(StepCount):
-    "The target and the position of a fit: the only place that counts epochs, batches, steps and samples."
-    def __init__(self,
-                 n_epochs: int | None = None, # train for this many epochs...
-                 n_steps: int | None = None, # ...or for this many optimizer steps
-                 eval_every: int | None = None, # validate every this many steps (None: after each epoch)
-                 step: int = 0, # optimizer steps done before this fit
-                 samples: int = 0, # samples seen before this fit
-                 batches_per_epoch: int | None = None, # training batches in one epoch, when the loader has a length
-                 plan: dict | None = None, # how the fit was started: the method, and the callbacks given to it
-                ):
-        super().__init__(n_epochs, n_steps, batches_per_epoch)
-        self.eval_every, self.plan = eval_every, plan or {'method': 'fit'}
-        self.epoch, self.iter, self.epoch_iter = 0, 0, 0
-        self.train_done = self.epoch_complete = False
-        self.step, self.samples, self.batches = step, samples, 0
-        self.epoch_offset = 0  # training samples consumed in this epoch, all processes together: the data position
-        self.world_size = 1    # processes training together (distributed training)
-        self.epoch_seed: int | None = None   # the seed of this epoch's data order...
-        self.seed_epoch: int | None = None   # ...and the epoch it was drawn for
-        self.last_eval_step: int | None = None
-        self.stop_reason: str | None = None
-        self.resumable = False
-
+    # the position, moved by the loop
     @property
     def done(self) -> bool:
         "Whether the fit is over: its target reached, and (by steps) the epoch that reached it ended, validation included."
@@ -169,10 +159,7 @@ def fit_callback_keys(cbs) -> dict:
 # %% ../nbs/03b_state.ipynb #ab0d7acf
 def check_count(value, name: str) -> int | None:
     "`value` if it is None or a whole number >= 1, else an error naming `name`."
-    if value is None: return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}.")
-    return value
+    return None if value is None else whole_number(value, name)
 
 def new_fit_state(n_epochs: int | None, n_steps: int | None, eval_every: int | None, previous: FitState,
                   batches_per_epoch: int | None, world_size: int = 1, cbs: list = ()) -> FitState:
@@ -269,12 +256,6 @@ class StopPoint:
         "Put the random generators back where the fit stopped (if it stopped cleanly)."
         if self.rng is not None: set_rng_states(self.rng)
 
-    def callbacks(self, plan: dict, extra: list) -> list:
-        "The callbacks of the fit to resume: the same objects in this process, else rebuilt from a checkpoint's `plan`."
-        if self.fit_cbs is not None: return self.fit_cbs + extra
-        from trainer_nb.checkpoint import callbacks_after_restart  # (a feature chapter: imported only after a restart)
-        return callbacks_after_restart(plan, self.cb_states, extra)
-
     def load(self, rng: dict, loader: dict | None, cb_states: dict, epoch_rng: list | None = None):
         "The stop point of a checkpoint: its random states, loader position, unclaimed callback states, epoch's start."
         self.rng, self.loader, self.cb_states, self.fit_cbs, self.valid_rng = rng, loader, cb_states, None, None
@@ -283,8 +264,7 @@ class StopPoint:
 # %% ../nbs/03b_state.ipynb #a6d68968
 def is_resumable(learn) -> bool:
     "Whether the last fit stopped at a batch boundary before its end, so that `learn.resume()` can continue it."
-    return (learn.fit_state.stop_reason == 'interrupted' and hasattr(learn, 'resume')
-            and getattr(learn.fit_state, 'resumable', True))
+    return learn.fit_state.stop_reason == 'interrupted' and learn.fit_state.resumable
 
 def check_resumable(state: FitState):
     "Raise a `RuntimeError` that says what to do instead, unless `learn.resume()` can continue the fit of `state`."

@@ -11,6 +11,7 @@ from pathlib import Path
 from .core import Callback
 from .tracker import check_monitor, improved
 from ..checkpoint import load_checkpoint, load_model_state, nonfinite_weights
+from ..core import whole_number
 from ..files import atomic_save, check_writable, remove_stale_temps
 
 # %% auto #0
@@ -19,10 +20,8 @@ __all__ = ['PeriodicCheckpoints', 'CheckpointCallback', 'finite_weights', 'SaveO
 # %% ../../nbs/06a_callback.checkpoint.ipynb #e6689d05
 def _check_args(every_steps, every_epochs, keep, mode='min'):
     for name, v in (('every_steps', every_steps), ('every_epochs', every_epochs)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name} must be a whole number >= 1, got {v!r}.")
-    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-        raise ValueError(f"keep must be a whole number >= 0, got {keep!r}.")
+        if v is not None: whole_number(v, name)
+    whole_number(keep, 'keep', low=0)
     if mode not in ('min', 'max'): raise ValueError(f"mode must be 'min' or 'max', got {mode!r}.")
 
 class PeriodicCheckpoints(Callback):

@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from ..core import add_note, callback_name
 
 # %% auto #0
-__all__ = ['PHASES', 'EVENTS', 'GATED_EVENTS', 'CANCEL_EXCEPTIONS', 'PHASE_EVENTS', 'LOOP_OUTLINE', 'CancelException',
-           'CancelFitException', 'CancelEpochException', 'CancelTrainException', 'CancelValidException',
-           'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'uncaught_cancel',
-           'stop_reason_of', 'fit_error', 'first_error', 'Callback', 'check_event_names', 'LambdaCallback',
-           'as_callback_list', 'callback_note', 'timed_handler', 'CallbackList', 'Callbacks', 'loop_events',
-           'show_loop', 'HasCallbacks', 'SkipsIdleEvents']
+__all__ = ['PHASES', 'EVENTS', 'GATED_EVENTS', 'CANCEL_EXCEPTIONS', 'DISPLAY_CALLBACKS', 'PHASE_EVENTS', 'LOOP_OUTLINE',
+           'CancelException', 'CancelFitException', 'CancelEpochException', 'CancelTrainException',
+           'CancelValidException', 'CancelBatchException', 'CancelBackwardException', 'CancelStepException',
+           'uncaught_cancel', 'stop_reason_of', 'fit_error', 'first_error', 'Callback', 'not_an_event',
+           'check_event_names', 'LambdaCallback', 'as_callback_list', 'callback_note', 'timed_handler', 'Callbacks',
+           'loop_events', 'show_loop', 'SkipsIdleEvents']
 
 # %% ../../nbs/02_callback.core.ipynb #86cd93eb
 PHASES = ('fit', 'epoch', 'train', 'validate', 'batch', 'backward', 'step')
@@ -175,14 +175,18 @@ class Callback:
         "After `CancelStepException`, before `after_step`."
 
 # %% ../../nbs/02_callback.core.ipynb #be19e8ea
+def not_an_event(name: str, where: str) -> ValueError:
+    "The error for `name`, which looks like an event but is not one (a typo such as `after_bacth`), found in `where`."
+    close = difflib.get_close_matches(name, EVENTS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else f" The events are: {', '.join(EVENTS)}."
+    return ValueError(f"{where} is not an event, so it would never be called.{hint}")
+
 def check_event_names(cb: Callback):
     "Raise if `cb` has a method that looks like an event but is not one (a typo such as `after_bacth`)."
     for attr in dir(type(cb)):
         if attr.startswith(('before_', 'after_')) and attr not in EVENTS:
-            close = difflib.get_close_matches(attr, EVENTS, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else f" The events are: {', '.join(EVENTS)}."
-            raise ValueError(f"{type(cb).__name__}.{attr} is not an event, so it would never be called.{hint} "
-                             "Rename it (a helper method must not start with 'before_' or 'after_').")
+            error = not_an_event(attr, f"{type(cb).__name__}.{attr}")
+            raise ValueError(f"{error} Rename it (a helper method must not start with 'before_' or 'after_').")
 
 # %% ../../nbs/02_callback.core.ipynb #83a0a70c
 class LambdaCallback(Callback):
@@ -192,10 +196,7 @@ class LambdaCallback(Callback):
                  **events, # event name -> function of the learner
                 ):
         unknown = [e for e in events if e not in EVENTS]
-        if unknown:
-            close = difflib.get_close_matches(unknown[0], EVENTS, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ''
-            raise ValueError(f"LambdaCallback got {unknown[0]!r}, which is not an event.{hint}")
+        if unknown: raise not_an_event(unknown[0], f"LambdaCallback({unknown[0]}=...)")
         bad = [e for e, f in events.items() if not callable(f)]
         if bad: raise TypeError(f"LambdaCallback({bad[0]}=...) must be a function of the learner.")
         self.order, self.events = order, events
@@ -223,6 +224,8 @@ def callback_note(exc: BaseException, cb: Callback, event: str):
     "Note on `exc` which callback raised it, during which event."
     add_note(exc, f"(raised in callback {type(cb).__name__}, name {cb.name!r}, during event {event!r})")
 
+DISPLAY_CALLBACKS = ('control_panel', 'progress', 'live_plot')  # the notebook display: left out with progress=False
+
 PHASE_EVENTS = {p: (f'before_{p}', f'after_{p}', f'after_cancel_{p}') for p in PHASES}
 
 def timed_handler(cb: Callback, fn, times: dict):
@@ -235,16 +238,19 @@ def timed_handler(cb: Callback, fn, times: dict):
     return timed
 
 # %% ../../nbs/02_callback.core.ipynb #88922f65
-class CallbackList:
-    "Callbacks kept sorted by `order`, each also reachable on the learner by its name (`learn.recorder`)."
+class Callbacks:
+    "A learner's callbacks: sorted by `order`, reachable by name, with a table per mode of who handles each event."
     def __init__(self,
                  learn=None, # set as `cb.learn` on each callback added (and given an attribute per callback)
+                 rank: int = 0, # this process: callbacks with `rank0_only` run only in process 0
                 ):
-        self.learn = learn
+        self.learn, self.rank, self.training = learn, rank, False
         self.items: list[Callback] = []
+        self.times: dict | None = None  # seconds in each callback (class name -> seconds), while timing is on
+        self.changed()
 
+    # the collection: add, remove, find, and for the time of a `with` block
     def __iter__(self): return iter(self.items)
-    def changed(self): "Called after each change (the subclass rebuilds its tables)."
 
     def add(self, cb: Callback) -> Callback:
         "Add `cb` (an instance) in its place by `order`, after checking its event names."
@@ -291,18 +297,7 @@ class CallbackList:
         finally:
             for cb in removed: self.add(cb)
 
-# %% ../../nbs/02_callback.core.ipynb #18d80280
-class Callbacks(CallbackList):
-    "The callbacks of a learner, with a table per mode of those that handle each event, and their dispatch."
-    def __init__(self,
-                 learn=None, # set as `cb.learn` on each callback added
-                 rank: int = 0, # this process: callbacks with `rank0_only` run only in process 0
-                ):
-        super().__init__(learn)
-        self.rank, self.training = rank, False
-        self.times: dict | None = None  # seconds in each callback (class name -> seconds), while timing is on
-        self.changed()
-
+    # who handles each event, and the dispatch
     def changed(self):
         "Rebuild the tables of who handles each event (after a change of callbacks, rank or timing)."
         self.tables = {True: {e: [] for e in EVENTS}, False: {e: [] for e in EVENTS}}
@@ -326,6 +321,7 @@ class Callbacks(CallbackList):
     def run(self, event: str):
         "Call the handlers of `event` in order; an exception gets a note naming the callback and the event."
         table = handlers = self.table[event]
+        if not handlers: return  # (most events of a batch have no handler)
         i, ran = 0, None
         while i < len(handlers):
             cb, fn = handlers[i]
@@ -355,14 +351,12 @@ class Callbacks(CallbackList):
     def phase(self, phase: str, body, cancel: type, finish=None):
         "`before_<phase>`, `body()`, `after_<phase>`; `cancel` skips to `after_cancel_<phase>`; `finish()` runs before `after_<phase>`."
         before, after, after_cancel = PHASE_EVENTS[phase]
-        table = self.table  # events nobody handles are skipped without a call: this runs several times per batch
         try:
-            if table[before]: self.run(before)
+            self.run(before)
             body()
-        except cancel:
-            if table[after_cancel]: self.run(after_cancel)
+        except cancel: self.run(after_cancel)
         if finish is not None: finish()
-        if table[after]: self.run(after)
+        self.run(after)
 
 # %% ../../nbs/02_callback.core.ipynb #2b40c259
 LOOP_OUTLINE = (  # (indent, an event or a line of the loop, its table: True=train, False=valid, None=code)
@@ -398,39 +392,6 @@ def show_loop(cbs: Callbacks, print_fn=print):
         if event.startswith('after_cancel') and not names: continue
         lines.append(f"{pad}{item:<{34 - len(pad)}} {', '.join(names) or '-'}")
     print_fn('\n'.join(lines))
-
-# %% ../../nbs/02_callback.core.ipynb #500ba857
-class HasCallbacks:
-    "The callback methods of an object that runs callbacks (the `Learner`), acting on its `callbacks` collection."
-    callbacks: Callbacks
-    @property
-    def cbs(self) -> list[Callback]: return self.callbacks.items
-    @property
-    def callback_times(self) -> dict | None: return self.callbacks.times
-
-    def add_cb(self, cb: Callback) -> Callback:
-        "Add `cb` (an instance), after checking its event names and order; it is then also `learn.<its name>`."
-        return self.callbacks.add(cb)
-
-    def remove_cb(self, cb) -> Callback:
-        "Remove a callback, given as the instance, its class or its name."
-        return self.callbacks.remove(cb)
-
-    def added_cbs(self, cbs):
-        "`with learn.added_cbs(cbs):` adds `cbs` for the duration of the block."
-        return self.callbacks.added(cbs)
-
-    def removed_cbs(self, *cbs):
-        "`with learn.removed_cbs(*cbs):` removes `cbs` (instances, classes or names) for the duration of the block."
-        return self.callbacks.removed(*cbs)
-
-    def time_callbacks(self, on: bool = True):
-        "Measure the time spent in each callback, into `learn.callback_times` ({class name: seconds})."
-        self.callbacks.timing(on)
-
-    def show_loop(self, print_fn=print):
-        "Print the training loop with the callbacks that run at each event, in order."
-        show_loop(self.callbacks, print_fn)
 
 # %% ../../nbs/02_callback.core.ipynb #1d1f5661
 class SkipsIdleEvents:

@@ -5,13 +5,12 @@
 # %% ../../nbs/12_callback.panel.ipynb #6b5ba5cf
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 
-from .core import Callback, SkipsIdleEvents
+from .core import Callback
 from ..state import fit_status, is_resumable
-from ..core import import_in_background, in_notebook
+from ..core import format_seconds, import_in_background, in_notebook, time_left
 
 # %% auto #0
 __all__ = ['PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells', 'status_line', 'PanelStatus',
@@ -111,7 +110,8 @@ def status_line(learn, t0: float) -> str:
     total, done = state.total_steps, state.fit_steps
     parts = [f"step {state.step}" + (f"/{state.final_step}" if total else ''),
              f"epoch {state.epoch + 1}" + (f"/{state.n_epochs}" if state.n_epochs else '')]
-    if total and done: parts.append(f"ETA {datetime.timedelta(seconds=round((time.perf_counter() - t0) / done * (total - done)))}")
+    left = time_left(time.perf_counter() - t0, done, total)
+    if left is not None: parts.append(f"ETA {format_seconds(left)}")
     if learn.last_checkpoint is not None: parts.append(f"last checkpoint {learn.last_checkpoint}")
     if learn.controls.last: parts.append(f"<b>{learn.controls.last}</b>")
     return ' &middot; '.join(parts)
@@ -148,11 +148,10 @@ class PanelStatus:
         with self.lock: self.state, self.label.value = 'ended', text
 
 # %% ../../nbs/12_callback.panel.ipynb #11cfae1e
-class ControlPanelCallback(SkipsIdleEvents, Callback):
+class ControlPanelCallback(Callback):
     "In a notebook: buttons for `learn.controls`, a status line, and the widgets of other callbacks."
     order = 55  # before the progress bars (60): the panel comes first in the cell's output
     rank0_only = True
-    idle_events = ('after_batch', 'after_validate')  # no panel shown: no status line to redraw
     def __init__(self,
                  notebook: bool | None = None, # show the panel (True) or not (False); None: only in a notebook
                  check_after: float = 3., # seconds into the fit to check that the frontend can deliver clicks
@@ -168,7 +167,6 @@ class ControlPanelCallback(SkipsIdleEvents, Callback):
 
     def before_fit(self):
         self.shown = in_notebook() if self.notebook is None else self.notebook
-        self.set_idle(not self.shown)
         if not self.shown: return
         import ipywidgets as widgets
         from IPython.display import display

@@ -9,8 +9,8 @@ import html
 import sys
 import time
 
-from .core import Callback, SkipsIdleEvents
-from ..core import import_in_background, in_notebook, update_output
+from .core import Callback
+from ..core import import_in_background, in_notebook
 from ..state import fit_status
 
 # %% auto #0
@@ -41,7 +41,7 @@ def _notebook_master_bar(n: int):
         def show(self):  # the bars only (fastprogress's shows the table too)
             bars = [getattr(b, 'progress', None) or b for b in (self.inner_dict.get('pb1'), self.inner_dict.get('pb2'))
                     if b is not None]
-            if hasattr(self, 'out'): update_output(self.out, HTML(to_xml(Div(*bars))))  # one HTML, not FT's three reprs
+            if hasattr(self, 'out'): self.out.update(HTML(to_xml(Div(*bars))))  # one HTML, not FT's three reprs
 
         def write(self, line, table: bool = False):
             if table: self.rows_html.append(_html_row(line, 'th' if not self.rows_html else 'td'))
@@ -49,10 +49,10 @@ def _notebook_master_bar(n: int):
             head, body = self.rows_html[:1], self.rows_html[1:]
             table_html = (f'<table class="fastprogress"><thead>{"".join(head)}</thead><tbody>{"".join(body)}</tbody>'
                           '</table>') if head else ''
-            update_output(self.table_out, HTML(f"<div>{table_html}{''.join(self.notes_html)}</div>"))
+            self.table_out.update(HTML(f"<div>{table_html}{''.join(self.notes_html)}</div>"))
 
         def on_iter_end(self):  # remove the bars; the table stays (and no pyplot import)
-            if hasattr(self, 'out'): update_output(self.out, HTML(''))
+            if hasattr(self, 'out'): self.out.update(HTML(''))
 
     return SplitMasterBar(range(n), total=n)
 
@@ -107,12 +107,91 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     from fastprogress.fastprogress import ConsoleMasterBar
     return ConsoleMasterBar(range(n), total=n)
 
-# %% ../../nbs/10_callback.progress.ipynb #c5928e78
-class _TableRows:
-    "The rows of `ProgressCallback`'s table, read from `learn.storage`; needs `learn`, `mbar` and `columns`."
-    _marks: dict[str, int]  # each history's count at the last row: the next row starts there
-    _row_elapsed: float     # seconds of the unfinished row spent in a fit that stopped early
+# %% ../../nbs/10_callback.progress.ipynb #ed3df989
+def _format_time(seconds: float) -> str:
+    seconds = int(seconds)
+    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
+class ProgressCallback(Callback):
+    "Progress bars and a results table (fastprogress), read from `learn.storage`; plain lines in a file or pipe."
+    order = 60  # after the Recorder, so that each row sees what was just logged
+    rank0_only = True  # in distributed training, process 0 shows the progress
+    def __init__(self,
+                 notebook: bool | None = None, # force HTML (True) or text (False) bars; None: detect
+                 comment_every: float = 0.5, # seconds between updates of the loss shown next to the bar
+                 bar_every: float = 0.25, # seconds between redraws of a bar
+                 bars: bool | None = None, # bars (True) or plain lines (False); None: bars in a notebook or a terminal
+                ):
+        self.notebook, self.comment_every, self.bar_every, self.bars = notebook, comment_every, bar_every, bars
+        self.mbar = self.pbar = self.vbar = None
+        self.columns: list[str] | None = None
+        self._marks, self._row_elapsed = {}, 0.  # (each history's count at the last row; an unfinished row's time)
+        if notebook is not False and bars is not False and in_notebook(): import_in_background('fastprogress.fastprogress')
+
+    def before_fit(self):
+        learn = self.learn
+        n = learn.n_epochs or 1
+        self.mbar = _master_bar(n, self.bars, self.notebook)
+        self.mbar.update(0)
+        if learn.epoch: self.mbar.update(min(learn.epoch, n))
+        self._comment_t, self._bar_t = 0., 0.
+        self._start_rows()
+
+    def before_epoch(self): self._rows_in_epoch = 0
+    def before_train(self): self.pbar = self._child_bar(self.learn.fit_state.epoch_iter)
+
+    def before_validate(self):
+        if self.mbar is not None and self.learn.in_fit: self.vbar = self._child_bar(0)
+
+    def _child_bar(self, start: int):
+        bar = self.mbar.pcls(range(0), total=_bar_total(self.learn.dl), parent=self.mbar)
+        bar.update(0)
+        if start: bar.update(start)
+        self._bar_t = time.perf_counter() + self.bar_every
+        return bar
+
+    def after_batch(self):
+        learn = self.learn
+        if self.mbar is None or not learn.in_fit or isinstance(self.mbar, _LinesMasterBar): return  # (no bar to move)
+        now = time.perf_counter()
+        if now < self._bar_t: return  # most batches: one clock read
+        self._bar_t = now + self.bar_every
+        if not learn.training:
+            self.vbar.update(learn.iter + 1)
+            return
+        if now - self._comment_t > self.comment_every:
+            self._comment_t = now
+            history = learn.storage.histories().get('train/loss')
+            if history is not None and history.count: self.pbar.comment = f"{history.median(20):.4f}"
+        self.pbar.update(learn.iter + 1)
+
+    def after_train(self): _close(self.pbar)
+
+    def after_validate(self):
+        learn = self.learn
+        if self.mbar is None or not learn.in_fit: return
+        _close(self.vbar)
+        self.write_row()
+        if learn.training: self.mbar.add_child(self.pbar)  # a validation inside the train phase: back to training
+
+    def after_epoch(self):
+        if self._rows_in_epoch == 0: self.write_row()
+        self.mbar.update(min(self.learn.epoch + 1, self.mbar.main_bar.total))
+
+    def after_fit(self):
+        if self.mbar is None: return
+        learn = self.learn
+        _close(self.pbar)
+        _close(self.vbar)
+        if learn.stop_reason != 'completed':
+            self._row_elapsed = time.perf_counter() - self._row_t  # a resumed fit adds to the unfinished row
+            self.mbar.write(fit_status(learn))
+        else: self._row_elapsed = 0.
+        self.mbar.on_iter_end()
+        self.mbar = self.pbar = self.vbar = None
+
+    # the table: its rows are read from the storage
     def _start_rows(self):
         "At the start of a fit: a new table, or (resuming) the unfinished row where the stopped fit left it."
         learn, state = self.learn, self.learn.fit_state
@@ -160,89 +239,3 @@ class _TableRows:
 
     def load_state_dict(self, state: dict):
         self._marks, self._row_elapsed = dict(state['marks']), float(state['row_elapsed'])
-
-def _format_time(seconds: float) -> str:
-    seconds = int(seconds)
-    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
-
-# %% ../../nbs/10_callback.progress.ipynb #ed3df989
-class ProgressCallback(_TableRows, SkipsIdleEvents, Callback):
-    "Progress bars and a results table (fastprogress), read from `learn.storage`; plain lines in a file or pipe."
-    order = 60  # after the Recorder, so that each row sees what was just logged
-    rank0_only = True  # in distributed training, process 0 shows the progress
-    idle_events = ('after_batch',)  # with plain lines: no bar to move
-    def __init__(self,
-                 notebook: bool | None = None, # force HTML (True) or text (False) bars; None: detect
-                 comment_every: float = 0.5, # seconds between updates of the loss shown next to the bar
-                 bar_every: float = 0.25, # seconds between redraws of a bar
-                 bars: bool | None = None, # bars (True) or plain lines (False); None: bars in a notebook or a terminal
-                ):
-        self.notebook, self.comment_every, self.bar_every, self.bars = notebook, comment_every, bar_every, bars
-        self.mbar = self.pbar = self.vbar = None
-        self.columns: list[str] | None = None
-        self._marks, self._row_elapsed = {}, 0.  # (each history's count at the last row; an unfinished row's time)
-        if notebook is not False and bars is not False and in_notebook(): import_in_background('fastprogress.fastprogress')
-
-    def before_fit(self):
-        learn = self.learn
-        n = learn.n_epochs or 1
-        self.mbar = _master_bar(n, self.bars, self.notebook)
-        self.set_idle(isinstance(self.mbar, _LinesMasterBar))
-        self.mbar.update(0)
-        if learn.epoch: self.mbar.update(min(learn.epoch, n))
-        self._comment_t, self._bar_t = 0., 0.
-        self._start_rows()
-
-    def before_epoch(self): self._rows_in_epoch = 0
-    def before_train(self): self.pbar = self._child_bar(self.learn.fit_state.epoch_iter)
-
-    def before_validate(self):
-        if self.mbar is not None and self.learn.in_fit: self.vbar = self._child_bar(0)
-
-    def _child_bar(self, start: int):
-        bar = self.mbar.pcls(range(0), total=_bar_total(self.learn.dl), parent=self.mbar)
-        bar.update(0)
-        if start: bar.update(start)
-        self._bar_t = time.perf_counter() + self.bar_every
-        return bar
-
-    def after_batch(self):
-        learn = self.learn
-        if self.mbar is None or not learn.in_fit: return
-        now = time.perf_counter()
-        if now < self._bar_t: return  # most batches: one clock read
-        self._bar_t = now + self.bar_every
-        if not learn.training:
-            self.vbar.update(learn.iter + 1)
-            return
-        if now - self._comment_t > self.comment_every:
-            self._comment_t = now
-            history = learn.storage.histories().get('train/loss')
-            if history is not None and history.count: self.pbar.comment = f"{history.median(20):.4f}"
-        self.pbar.update(learn.iter + 1)
-
-    def after_train(self): _close(self.pbar)
-
-    def after_validate(self):
-        learn = self.learn
-        if self.mbar is None or not learn.in_fit: return
-        _close(self.vbar)
-        self.write_row()
-        if learn.training: self.mbar.add_child(self.pbar)  # a validation inside the train phase: back to training
-
-    def after_epoch(self):
-        if self._rows_in_epoch == 0: self.write_row()
-        self.mbar.update(min(self.learn.epoch + 1, self.mbar.main_bar.total))
-
-    def after_fit(self):
-        if self.mbar is None: return
-        learn = self.learn
-        _close(self.pbar)
-        _close(self.vbar)
-        if learn.stop_reason != 'completed':
-            self._row_elapsed = time.perf_counter() - self._row_t  # a resumed fit adds to the unfinished row
-            self.mbar.write(fit_status(learn))
-        else: self._row_elapsed = 0.
-        self.mbar.on_iter_end()
-        self.mbar = self.pbar = self.vbar = None

@@ -9,6 +9,7 @@ import time
 
 from .core import Callback
 from ..events import ConsoleWriter, EventWriter, JSONWriter, ScalarRow
+from ..core import whole_number
 from ..files import check_writable
 
 # %% auto #0
@@ -97,8 +98,7 @@ class WriterCallback(Callback):
                  writers: list[EventWriter] | None = None, # default: a JSONWriter on `<learn.path>/metrics.json`
                  log_every: int = 20, # write every this many optimizer steps
                 ):
-        if not isinstance(log_every, int) or log_every < 1:
-            raise ValueError(f"log_every must be a whole number >= 1, got {log_every!r}.")
+        whole_number(log_every, 'log_every')
         self.writers, self.log_every = writers, log_every
         self._pending_state = None
         self._written_at = None

@@ -12,6 +12,8 @@ from collections import namedtuple
 import torch
 
 from .core import Callback, CancelFitException, CancelValidException, as_callback_list
+from ..checkpoint import learner_state, restore_learner
+from ..core import MovingAverage
 from ..events import EventStorage
 from ..parts import refuse_nested, set_lr
 from ..state import rng_states, set_rng_states
@@ -224,7 +226,7 @@ class LRFinder(Callback):
         return self.start_lr * (self.end_lr / self.start_lr) ** (i / (self.num_it - 1))
 
     def before_fit(self):
-        self.lrs, self.losses, self._avg, self._best = [], [], 0., float('inf')
+        self.lrs, self.losses, self._avg, self._best = [], [], MovingAverage(self.beta), float('inf')
         self._steps = None  # the optimizer steps when the running batch started
 
     def before_batch(self):
@@ -238,8 +240,7 @@ class LRFinder(Callback):
         # a point only for a batch that made a step: none when accumulating, or when a callback cancelled it or its step
         if not learn.training or steps in (None, learn.fit_state.fit_steps): return
         loss = float(learn.loss.detach())
-        self._avg = self.beta * self._avg + (1 - self.beta) * loss
-        smooth = self._avg / (1 - self.beta ** (len(self.losses) + 1))
+        smooth = self._avg.update(loss)
         self.lrs.append(learn.opt.param_groups[0]['lr'])
         self.losses.append(smooth)
         self._best = min(self._best, smooth)
@@ -325,21 +326,17 @@ def lr_find(learn,
     return suggestions
 
 def _snapshot(learn) -> dict:
-    "All that a side trip may change, to put back afterwards."
+    "All that a side trip may change, to put back afterwards: the learner's state as a checkpoint holds it, and more."
     sampler_gen = getattr(getattr(learn.dls.train, 'sampler', None), 'generator', None)
-    return {'model': {k: v.clone() for k, v in learn.model.state_dict().items()},
+    return {'state': copy.deepcopy(learner_state(learn)),  # (copied: it holds the live tensors)
             'grads': {n: p.grad.clone() for n, p in learn.model.named_parameters() if p.grad is not None},
-            'opt': copy.deepcopy(learn.opt.state_dict()), 'rng': rng_states(),
+            'rng': rng_states(),  # (the generators now: a checkpoint of a stopped fit holds those of its stop)
             'order_rng': None if sampler_gen is None else sampler_gen.get_state(),
-            'cbs': {id(cb): copy.deepcopy(cb.state_dict()) for cb in learn.cbs},
             'attrs': {k: getattr(learn, k) for k in ('storage', 'fit_state', 'stop_point', 'controls')}}
 
 def _restore(learn, saved: dict):
-    learn.model.load_state_dict(saved['model'])
+    restore_learner(learn, saved['state'])
     for n, p in learn.model.named_parameters(): p.grad = saved['grads'].get(n)
-    learn.opt.load_state_dict(saved['opt'])
     set_rng_states(saved['rng'])
     if saved['order_rng'] is not None: learn.dls.train.sampler.generator.set_state(saved['order_rng'])
-    for cb in learn.cbs:
-        if id(cb) in saved['cbs']: cb.load_state_dict(saved['cbs'][id(cb)])
-    for k, v in saved['attrs'].items(): setattr(learn, k, v)
+    for k, v in saved['attrs'].items(): setattr(learn, k, v)  # (the objects themselves: the stopped fit's, say)

@@ -10,6 +10,8 @@ import numbers
 import torch
 
 from .core import Callback, CancelBatchException, CancelFitException
+from .recorder import Recorder
+from ..core import is_whole
 
 # %% auto #0
 __all__ = ['has_recorder', 'logged_names', 'improved', 'check_monitor', 'TerminateOnNaN', 'TrackerCallback', 'EarlyStopping',
@@ -18,7 +20,6 @@ __all__ = ['has_recorder', 'logged_names', 'improved', 'check_monitor', 'Termina
 # %% ../../nbs/14_callback.tracker.ipynb #f3de1bb5
 def has_recorder(learn) -> bool:
     "Whether `learn` has a `Recorder`: the callback that logs the losses, metrics and lr into its storage."
-    from trainer_nb.callback.recorder import Recorder  # here, not at the top: the trackers need it for this only
     return any(isinstance(cb, Recorder) for cb in learn.cbs)
 
 def logged_names(learn) -> set[str]:
@@ -72,9 +73,8 @@ def _string_fix(name: str, value, convert) -> str:
 
 def _check_count(who: str, name: str, value, low: int, meaning: str) -> int:
     "`value` as an int if it is a whole number >= `low`, else an error naming `who`, `name` and the fix."
-    is_int = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if is_int and value >= low: return int(value)
-    raise (ValueError if is_int else TypeError)(
+    if is_whole(value, low): return int(value)
+    raise (ValueError if is_whole(value, low=-math.inf) else TypeError)(
         f"{who}({name}={value!r}): {name} must be a whole number >= {low} ({meaning}){_string_fix(name, value, int)}.")
 
 def _check_real(who: str, name: str, value, low: float, meaning: str, above: bool = False) -> float:

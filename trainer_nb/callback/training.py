@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from .core import Callback, CancelStepException
-from ..core import HeldContext
+from ..core import HeldContext, whole_number
 
 # %% auto #0
 __all__ = ['GradientAccumulation', 'GradientClip', 'MixedPrecision']
@@ -19,8 +19,7 @@ class GradientAccumulation(Callback):
     order = -20  # first: it sets the step accounting that schedules read in before_fit
     run_valid = False
     def __init__(self, n_acc: int = 2): # training batches per optimizer step
-        if isinstance(n_acc, bool) or not isinstance(n_acc, int) or n_acc < 1:
-            raise ValueError(f"n_acc must be a whole number >= 1, got {n_acc!r}.")
+        whole_number(n_acc, 'n_acc')
         self.n_acc = n_acc
 
     def before_fit(self): self.learn.fit_state.set_accumulation(self.n_acc)

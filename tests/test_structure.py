@@ -1,0 +1,28 @@
+"""The package's structure: imports only go down (no module imports one that imports it back, locally or not), no
+class has a base with one subclass and no other user, and `trainer_nb.all` exports what a user needs."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / 'tools'))
+import structure  # noqa: E402
+
+
+def test_no_circle_of_imports():
+    graph = structure.import_graph()
+    assert graph['trainer_nb.learner'] and 'trainer_nb.state' in graph['trainer_nb.checkpoint']  # (it reads them)
+    assert structure.circles(graph) == []
+
+
+def test_a_circle_is_found_through_a_local_import(tmp_path):
+    "The check itself: two modules that import each other, one of them inside a function, make a circle."
+    pkg = tmp_path / 'pkg'
+    pkg.mkdir()
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'low.py').write_text('def f():\n    from .high import g\n    return g\n')
+    (pkg / 'high.py').write_text('from pkg.low import f\ndef g(): pass\n')
+    assert structure.circles(structure.import_graph(pkg)) == [['pkg.high', 'pkg.low']]
+
+
+def test_no_base_with_one_subclass_and_no_other_user():
+    assert structure.one_subclass_chains() == []
