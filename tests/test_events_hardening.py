@@ -16,7 +16,8 @@ import torch
 from trainer_nb.callback.core import LambdaCallback
 from trainer_nb.callback.recorder import Recorder, WriterCallback
 from trainer_nb.callback.tracker import EarlyStopping, ReduceLROnPlateau
-from trainer_nb.events import ConsoleWriter, EventStorage, JSONWriter, read_metrics
+from trainer_nb.events import EventStorage
+from trainer_nb.writers import ConsoleWriter, JSONWriter, read_metrics
 from trainer_nb.testing import synth_learner
 
 WINDOW = 1  # JSONWriter's default smoothing window: values as logged

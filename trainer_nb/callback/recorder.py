@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 
 from .core import Callback
-from ..events import ConsoleWriter, EventWriter, JSONWriter, ScalarRow
+from ..events import ScalarRow
+from ..writers import ConsoleWriter, EventWriter, JSONWriter
 from ..files import check_writable
 
 # %% auto #0
