@@ -15,7 +15,7 @@ from itertools import islice
 import torch
 
 # %% auto #0
-__all__ = ['ValueHistory', 'HistoryBuffer', 'ScalarStore', 'EventStorage', 'get_event_storage', 'has_event_storage', 'ScalarRow']
+__all__ = ['HistoryBuffer', 'EventStorage', 'get_event_storage', 'has_event_storage', 'ScalarRow']
 
 # %% ../nbs/01_events.ipynb #b11eb880
 _MAX_PENDING = 1024  # tensors kept unconverted before we convert them anyway (bounds memory)
@@ -56,8 +56,8 @@ def _running_medians(values: list[float], # a series, oldest first
     return medians
 
 # %% ../nbs/01_events.ipynb #4e07cd17
-class ValueHistory:
-    "The values of one scalar and the iteration of each, up to `max_length` of them (the oldest go first)."
+class HistoryBuffer:
+    "The last `max_length` values of one scalar, each with the iteration it was logged at, and their statistics."
     def __init__(self,
                  max_length: int = 1_000_000, # how many recent values to keep
                 ):
@@ -66,24 +66,23 @@ class ValueHistory:
         self._values: deque = deque(maxlen=max_length)
         self._iters: deque = deque(maxlen=max_length)
         self._pending: list = []        # values (numbers or tensors) not yet converted to float
-        self._unread = False            # whether `_pending` holds anything but floats (a tensor, an int...)
         self._pending_iters: list = []  # their iterations
         self._count = 0                 # values ever converted (including those dropped from `_values`)
         self._sum = 0.0                 # their sum, for `global_avg`
 
     def update(self, value, iteration: int):
         "Add `value` (a number or a one-element tensor) logged at `iteration`."
-        if value.__class__ is not float: self._unread = True  # (floats, the usual values, need no conversion)
         self._pending.append(value)
         self._pending_iters.append(iteration)
         if len(self._pending) >= _MAX_PENDING: self._materialize()
 
     def _materialize(self):
+        "Convert the pending values to floats, all at once, and keep them."
         if not self._pending: return
-        floats = _to_floats(self._pending) if self._unread else self._pending
+        floats = _to_floats(self._pending)
         self._values.extend(floats)
         self._iters.extend(self._pending_iters)
-        self._pending, self._pending_iters, self._unread = [], [], False
+        self._pending, self._pending_iters = [], []
         self._count += len(floats)
         self._sum += sum(floats)
 
@@ -120,29 +119,6 @@ class ValueHistory:
         self._materialize()
         return list(zip(self._values, self._iters))
 
-    def state_dict(self) -> dict:
-        "The values and iterations as two tensors (16 bytes a value, quick to save and to load with `weights_only=True`)."
-        self._materialize()
-        return {'max_length': self.max_length, 'values': torch.tensor(list(self._values), dtype=torch.float64),
-                'iters': torch.tensor(list(self._iters), dtype=torch.int64), 'count': self._count, 'sum': self._sum}
-
-    def load_state_dict(self, state: dict):
-        self.max_length = state['max_length']
-        values, iters = state['values'], state['iters']  # tensors; lists in the checkpoints of earlier versions
-        if isinstance(values, torch.Tensor): values, iters = values.tolist(), iters.tolist()
-        self._values = deque(map(float, values), maxlen=self.max_length)
-        self._iters = deque(map(int, iters), maxlen=self.max_length)
-        self._pending, self._pending_iters, self._unread = [], [], False
-        self._count, self._sum = int(state['count']), float(state['sum'])
-
-# %% ../nbs/01_events.ipynb #2a7b34f9
-class HistoryBuffer(ValueHistory):
-    "The bounded history of one scalar, as `(value, iteration)` pairs, with running statistics."
-    def _window(self, window: int) -> list[float]:
-        values = [v for v, _ in self.recent(window)]
-        if not values: raise IndexError("This history is empty.")
-        return values
-
     def median(self, window: int) -> float:
         "The median of the last `window` values."
         return _median(self._window(window))
@@ -157,6 +133,25 @@ class HistoryBuffer(ValueHistory):
         self._materialize()
         if not self._count: raise IndexError("This history is empty.")
         return self._sum / self._count
+
+    def _window(self, window: int) -> list[float]:
+        "The last `window` values (an error if there are none)."
+        values = [v for v, _ in self.recent(window)]
+        if not values: raise IndexError("This history is empty.")
+        return values
+
+    def state_dict(self) -> dict:
+        "The values and iterations as two tensors (16 bytes a value, quick to save and to load with `weights_only=True`)."
+        self._materialize()
+        return {'max_length': self.max_length, 'values': torch.tensor(list(self._values), dtype=torch.float64),
+                'iters': torch.tensor(list(self._iters), dtype=torch.int64), 'count': self._count, 'sum': self._sum}
+
+    def load_state_dict(self, state: dict):
+        self.max_length = state['max_length']
+        self._values = deque(state['values'].tolist(), maxlen=self.max_length)
+        self._iters = deque(state['iters'].tolist(), maxlen=self.max_length)
+        self._pending, self._pending_iters = [], []
+        self._count, self._sum = int(state['count']), float(state['sum'])
 
     def __repr__(self):
         return f"HistoryBuffer(count={self.count}, kept={len(self)}, max_length={self.max_length})"
@@ -190,9 +185,9 @@ def _check_one_element(name: str, value, n_elements: int):
 
 def _checked_value(name: str, value):
     "`value` as `put_scalar` keeps it (a float, or a one-element tensor left on its device), or an error naming `name`."
-    if value.__class__ is int: return float(value)
+    if isinstance(value, float): return float(value)  # the usual value (numpy's float64 too)
     if isinstance(value, torch.Tensor):
-        if value.numel() != 1: _check_one_element(name, value, value.numel())  # metadata: no device sync
+        _check_one_element(name, value, value.numel())  # (metadata: no device sync)
         # A CPU tensor is read now (no device to wait for, and a float is cheaper to keep than a tensor);
         # others wait, unsynchronised, until something reads the history.
         if value.is_cpu:
@@ -200,16 +195,20 @@ def _checked_value(name: str, value):
             except TypeError: raise _bad_value(name, value) from None  # a complex number
         if value.is_complex(): raise _bad_value(name, value)
         return value.detach()
-    if isinstance(value, numbers.Real): return float(value)  # int, bool, float, numpy int and float scalars...
+    if isinstance(value, numbers.Real): return float(value)  # int, bool, numpy int and float scalars...
     np = sys.modules.get('numpy')  # (a numpy value can only exist once numpy is imported)
     if np is not None and isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in 'biuf':
         _check_one_element(name, value, value.size)
         return float(value.item())  # ...numpy bools, and numpy arrays of one element
     raise _bad_value(name, value)
 
-# %% ../nbs/01_events.ipynb #5b655437
-class ScalarStore:
-    "Histories of named scalars, with a smoothing hint each, saved and restored as plain data."
+# %% ../nbs/01_events.ipynb #5df24454
+def _but_last(pairs: list, n: int) -> list:
+    "`pairs` without its last `n` items."
+    return pairs[:len(pairs) - n] if n else pairs
+
+class EventStorage:
+    "Named scalar histories, all indexed by one iteration counter `iter`, with a smoothing hint each."
     def __init__(self,
                  start_iter: int = 0, # the iteration at which new values are recorded
                  max_length: int = 1_000_000, # values kept per name (global averages count them all)
@@ -228,7 +227,7 @@ class ScalarStore:
                   ):
         "Record `value` under `name` at `cur_iter`; refuse, naming the scalar, anything that is not one number."
         if not isinstance(name, str) or not name: raise _bad_name(name)
-        if value.__class__ is not float: value = _checked_value(name, value)  # a float, the usual case, needs no check
+        value = _checked_value(name, value)
         name = self._prefix + name
         history = self._histories.get(name)
         if history is None:
@@ -258,29 +257,6 @@ class ScalarStore:
         "The smoothing hint of each name."
         return dict(self._hints)
 
-    def state_dict(self) -> dict:
-        "The iteration, each history (two tensors each) and each smoothing hint: loads with `weights_only=True`."
-        return {'iter': self.iter, 'max_length': self.max_length, 'hints': dict(self._hints),
-                'histories': {n: h.state_dict() for n, h in self._histories.items()}}
-
-    def load_state_dict(self, state: dict):
-        self.iter, self.max_length = int(state['iter']), int(state['max_length'])
-        self._hints = dict(state['hints'])
-        self._histories = {}
-        for name, hs in state['histories'].items():
-            self._histories[name] = HistoryBuffer(self.max_length)
-            self._histories[name].load_state_dict(hs)
-
-    def __repr__(self):
-        return f"EventStorage(iter={self.iter}, names={sorted(self._histories)})"
-
-# %% ../nbs/01_events.ipynb #5df24454
-def _but_last(pairs: list, n: int) -> list:
-    "`pairs` without its last `n` items."
-    return pairs[:len(pairs) - n] if n else pairs
-
-class EventStorage(ScalarStore):
-    "Named scalar histories, all indexed by one iteration counter `iter`."
     def latest(self) -> dict[str, tuple[float, int]]:
         "The most recent `(value, iteration)` of every scalar."
         return {n: (h.latest(), h.latest_iter()) for n, h in self._histories.items() if h.count}
@@ -324,6 +300,22 @@ class EventStorage(ScalarStore):
         assert _STORAGE_STACK and _STORAGE_STACK[-1] is self, "EventStorage contexts were exited out of order."
         _STORAGE_STACK.pop()
 
+    def state_dict(self) -> dict:
+        "The iteration, each history (two tensors each) and each smoothing hint: loads with `weights_only=True`."
+        return {'iter': self.iter, 'max_length': self.max_length, 'hints': dict(self._hints),
+                'histories': {n: h.state_dict() for n, h in self._histories.items()}}
+
+    def load_state_dict(self, state: dict):
+        self.iter, self.max_length = int(state['iter']), int(state['max_length'])
+        self._hints = dict(state['hints'])
+        self._histories = {}
+        for name, history_state in state['histories'].items():
+            self._histories[name] = HistoryBuffer(self.max_length)
+            self._histories[name].load_state_dict(history_state)
+
+    def __repr__(self):
+        return f"EventStorage(iter={self.iter}, names={sorted(self._histories)})"
+
 # %% ../nbs/01_events.ipynb #66eb9f49
 _STORAGE_STACK: list[EventStorage] = []  # the storages whose `with` block is running, innermost last
 
@@ -342,27 +334,13 @@ def has_event_storage() -> bool:
 class ScalarRow:
     "Scalars logged together at each step: `put(*values)` records one value of each at the storage's iteration."
     def __init__(self,
-                 storage: ScalarStore, # where they go
+                 storage: EventStorage, # where they go
                  names: dict[str, bool], # each name, with its smoothing hint, in the order of `put`'s values
                 ):
         self.storage, self.names = storage, dict(names)
-        self._histories, self._targets = None, []  # the storage's histories when we last looked, and ours there
 
     def put(self, *values):
-        "Record `values`, one per name: floats straight into their histories, anything else through `put_scalar`."
-        storage = self.storage
+        "Record `values`, one per name, as `put_scalar` does."
         if len(values) != len(self.names):
             raise TypeError(f"ScalarRow.put takes {len(self.names)} values ({', '.join(self.names)}), got {len(values)}.")
-        if storage._histories is not self._histories or storage._prefix: return self._put_checked(values)
-        it = storage.iter
-        for (name, hint, history), value in zip(self._targets, values):
-            if value.__class__ is float: history.update(value, it)  # (a float needs no check)
-            else: storage.put_scalar(name, value, hint)
-
-    def _put_checked(self, values: tuple):
-        "Through `put_scalar`, which checks the names and makes their histories; then find those histories."
-        storage = self.storage
-        for (name, hint), value in zip(self.names.items(), values): storage.put_scalar(name, value, hint)
-        if storage._prefix: return  # (the names are prefixed in a `name_scope`: no shortcut there)
-        self._histories = storage._histories
-        self._targets = [(name, hint, storage._histories[name]) for name, hint in self.names.items()]
+        for (name, hint), value in zip(self.names.items(), values): self.storage.put_scalar(name, value, hint)
