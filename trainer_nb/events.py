@@ -203,10 +203,6 @@ def _checked_value(name: str, value):
     raise _bad_value(name, value)
 
 # %% ../nbs/01_events.ipynb #5df24454
-def _but_last(pairs: list, n: int) -> list:
-    "`pairs` without its last `n` items."
-    return pairs[:len(pairs) - n] if n else pairs
-
 class EventStorage:
     "Named scalar histories, all indexed by one iteration counter `iter`, with a smoothing hint each."
     def __init__(self,
@@ -265,13 +261,11 @@ class EventStorage:
                  name: str, # the scalar
                  window: int = 20, # how many values each median covers, the value itself and those before it
                  last: int = 1, # how many of the most recent values to return
-                 upto: int | None = None, # as when the history held this many values (its `count` then); None: now
                 ) -> list[tuple[float, int]]:
         "The last `last` values of `name` as `(value, iteration)` pairs, smoothed if its hint asks for it."
         history = self.history(name)
-        later = 0 if upto is None else max(history.count - upto, 0)  # values added since then, left out
-        if not self._hints[name] or window == 1: return _but_last(history.recent(last + later), later)
-        pairs = _but_last(history.recent(last + window - 1 + later), later)  # the `last` values, and the window before
+        if not self._hints[name] or window == 1: return history.recent(last)
+        pairs = history.recent(last + window - 1)  # the `last` values, and the window before the first
         first = max(len(pairs) - last, 0)
         medians = _running_medians([v for v, _ in pairs], window, first)
         return [(m, it) for m, (_, it) in zip(medians, pairs[first:])]

@@ -5,16 +5,12 @@
 # %% ../nbs/01a_writers.ipynb #6606ca4a
 from __future__ import annotations
 
-import datetime
-import functools
 import json
 import math
 import time
-from itertools import chain
-from json.encoder import encode_basestring_ascii
-from operator import itemgetter
 from pathlib import Path
 
+from .core import format_seconds, time_left
 from .events import EventStorage
 
 # %% auto #0
@@ -40,118 +36,17 @@ class EventWriter:
     def state_dict(self) -> dict: return {'seen': dict(self._seen)}
     def load_state_dict(self, state: dict): self._seen = dict(state['seen'])
 
-# %% ../nbs/01a_writers.ipynb #3a5aa44f
-_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # raises on NaN and infinities, which JSON does not have
-
-@functools.lru_cache(maxsize=256)
-def _line_format(keys: tuple[str, ...]) -> str:
-    "A %-format that writes a record with these keys and plain numbers exactly as `json.dumps` does."
-    return '{' + ', '.join(encode_basestring_ascii(k).replace('%', '%%') + ': %r' for k in keys) + '}\n'
-
-_PLAIN_TYPES = frozenset((int, float))
-
-def _plain_numbers(values: tuple) -> bool:
-    "Whether `values` are all ints and finite floats (not bools, not subclasses): `repr` writes them as JSON does."
-    if not _PLAIN_TYPES.issuperset(map(type, values)): return False
-    try: return math.isfinite(sum(values))
-    except OverflowError: return False  # an int too large for a float
+# %% ../nbs/01a_writers.ipynb #2f3b6bbf
+_STRICT_JSON = json.JSONEncoder(allow_nan=False)  # refuses NaN and infinities, which JSON does not have
 
 def _json_line(record: dict) -> str:
-    "`record` as one line of JSON (ASCII only), with NaN and infinities as strings a reader can parse with `float()`."
-    values = tuple(record.values())
-    if _plain_numbers(values): return _line_format(tuple(record)) % values  # the usual line, without the encoder
+    "`record` as one line of JSON (ASCII only: a character is a byte); NaN and infinities as strings `float()` reads back."
     try: return _STRICT_JSON.encode(record) + '\n'
-    except ValueError:  # rare: a NaN or an infinity
-        record = {k: v if isinstance(v, str) or math.isfinite(v) else str(v) for k, v in record.items()}
-        return json.dumps(record) + '\n'
+    except ValueError:  # a NaN or an infinity
+        return _STRICT_JSON.encode({k: v if math.isfinite(v) else str(v) for k, v in record.items()}) + '\n'
 
-# %% ../nbs/01a_writers.ipynb #467048f4
-class _JSONLines:
-    "The lines of `JSONWriter`'s writes, one per iteration; needs `_last`, `_last_start` and `_cut` (the writer's)."
-    _last: dict | None  # our last line's record, which a later write may complete (and `_cut` then rewrites)
-
-    def _aligned_lines(self, new: dict[str, list]) -> list[str] | None:
-        "The usual write, in one pass: new iterations, plain numbers, most names at each (a few, like `epoch`, at some). Else None."
-        columns = {name: list(map(itemgetter(1), pairs)) for name, pairs in new.items()}  # the iterations of each
-        iters = max(columns.values(), key=len)
-        if ('iter' in new or (self._last is not None and not self._last['iter'] < iters[0])
-                or iters != sorted(set(iters))): return None
-        full = tuple(name for name, its in columns.items() if its == iters)  # the names at every iteration
-        rows = list(zip(iters, *(map(itemgetter(0), new[name]) for name in full)))
-        if not _plain_numbers(tuple(chain.from_iterable(rows))): return None
-        records = _partial_records(new, columns, full, rows) if len(full) < len(new) else {}
-        if records is None: return None
-        lines = [_line_format(('iter', *full)) % row for row in rows]
-        for i, record in records.items(): lines[i] = _json_line(record)
-        self._last = records.get(len(rows) - 1) or dict(zip(('iter', *full), rows[-1]))
-        return lines
-
-    def _record_lines(self, new: dict[str, list]) -> list[str]:
-        "The lines of any write: one per iteration, in order; our last line rewritten if it gets more values."
-        records = {}
-        for name, pairs in new.items():
-            for value, it in pairs: records.setdefault(it, {})[name] = value
-        last = self._last
-        if last is not None and last['iter'] in records:  # more values for our last line: rewrite it
-            self._cut(self._last_start)
-            records[last['iter']] = {**last, **records[last['iter']]}
-        iters = sorted(records)
-        self._last = {'iter': iters[-1], **records[iters[-1]]}
-        return [_json_line({'iter': it, **records[it]}) for it in iters]
-
-def _partial_records(new: dict[str, list], # name -> its new (value, iteration) pairs
-                     columns: dict[str, list], # name -> its new iterations
-                     full: tuple[str, ...], # the names that have a value at each row's iteration
-                     rows: list[tuple], # (iteration, the value of each of `full`) of each line
-                    ) -> dict[int, dict] | None:
-    "The records of the rows where the other names have values too, by row; None unless each is at some rows' iterations, once."
-    row_of = {row[0]: i for i, row in enumerate(rows)}
-    extra: dict[int, dict] = {}  # row -> the other names' values at its iteration
-    for name, its in columns.items():
-        if name in full: continue
-        if len(set(its)) != len(its) or any(it not in row_of for it in its): return None
-        for value, it in new[name]: extra.setdefault(row_of[it], {})[name] = value
-    records = {}
-    for i, values in extra.items():
-        values.update(zip(full, rows[i][1:]))
-        records[i] = {'iter': rows[i][0], **{name: values[name] for name in new if name in values}}  # (the names' order)
-    return records
-
-# %% ../nbs/01a_writers.ipynb #c0e5ebd9
-def _waiting_writes(waiting: list[dict], # per write: name -> (how many new values it took, the name's count then)
-                    storage: EventStorage, # where the values are
-                    window: int, # the writer's smoothing window
-                   ) -> list[dict[str, list]]:
-    "The values of the waiting writes (name -> pairs), merged where the lines of the merged write are those of the writes."
-    if not waiting: return []
-    totals, ends = {}, {}
-    for counts in waiting:
-        for name, (n, end) in counts.items(): totals[name], ends[name] = totals.get(name, 0) + n, end
-    read = {name: storage.smoothed(name, window, n, ends[name]) for name, n in totals.items()}  # one read a name
-    if any(len(read[name]) != n for name, n in totals.items()):  # a history that dropped some: each as it was taken
-        return [{name: storage.smoothed(name, window, n, end) for name, (n, end) in counts.items()} for counts in waiting]
-    rank = {name: i for i, name in enumerate(storage.histories())}  # a line's names go in the storage's order
-    writes, start, top, at_top = [], dict.fromkeys(totals, 0), None, set()  # (the last step so far, its names)
-    for counts in waiting:
-        new = {name: read[name][start[name]:start[name] + n] for name, (n, _) in counts.items()}
-        for name, (n, _) in counts.items(): start[name] += n
-        steps = [it for pairs in new.values() for _, it in pairs]
-        first, last = min(steps), max(steps)
-        joins = bool(writes) and (first > top or (first == top and _completes(new, top, at_top, rank)))
-        if joins:
-            for name, pairs in new.items(): writes[-1].setdefault(name, []).extend(pairs)
-        else: writes.append(new)
-        names = {name for name, pairs in new.items() if any(it == last for _, it in pairs)}
-        at_top, top = (at_top | names if joins and last == top else names), last if not joins else max(top, last)
-    return [{name: new[name] for name in sorted(new, key=rank.__getitem__)} for new in writes]
-
-def _completes(new: dict[str, list], step: int, names: set, rank: dict) -> bool:
-    "Whether `new`'s values at `step` are of other `names` than those there, all after them in the storage's order."
-    adds = {name for name, pairs in new.items() if any(it == step for _, it in pairs)}
-    return adds.isdisjoint(names) and min(rank[n] for n in adds) > max(rank[n] for n in names)
-
-# %% ../nbs/01a_writers.ipynb #bed12e6e
-class JSONWriter(_JSONLines, EventWriter):
+# %% ../nbs/01a_writers.ipynb #084fc80d
+class JSONWriter(EventWriter):
     "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
     def __init__(self,
                  path: str | Path, # the file, usually `<run folder>/metrics.json`
@@ -161,60 +56,57 @@ class JSONWriter(_JSONLines, EventWriter):
         super().__init__()
         self.path, self.window, self.flush_every = Path(path), window, flush_every
         self._file, self._flushed_at = None, -math.inf
-        # Checkpointed with our state: the file's size after our last line, that line, and where it starts.
-        self._offset: int | None = self.path.stat().st_size if self.path.is_file() else 0  # (where ours begins)
-        self._last: dict | None = None
-        self._last_start: int | None = None
-        self._storage, self._waiting, self._n_waiting = None, [], 0  # the writes whose lines are not made yet
+        self._lines: list[str] = []  # lines made since the last flush, to write at `_offset`
+        # Saved in checkpoints: the file's size after our last line (where ours begin, before we write any)...
+        self._offset: int = self.path.stat().st_size if self.path.is_file() else 0
+        self._last: dict | None = None  # ...that line's record, which a later write may complete...
+        self._last_start: int | None = None  # ...and where it starts in the file
 
     def write(self, storage: EventStorage):
-        "Take what is new in `storage`: its lines are made now if a flush is due, else at the next one (the same lines)."
-        new = self._new_counts(storage)
-        if new:  # each name's new values, and its count after them: where they end in its history
-            self._waiting.append({name: (n, self._seen[name]) for name, n in new.items()})
-            self._storage, self._n_waiting = storage, self._n_waiting + max(new.values())
-        elif not self._waiting: return
-        if (time.monotonic() - self._flushed_at >= self.flush_every
-                or self._n_waiting + self.window >= storage.max_length // 2): self.flush()  # (before they may go)
+        "Make the lines of what is new in `storage`; they reach the file at the next flush (now, if one is due)."
+        records = {}  # iteration -> the new values logged at it
+        for name, n in self._new_counts(storage).items():
+            for value, it in storage.smoothed(name, self.window, n): records.setdefault(it, {})[name] = value
+        if records:
+            if self._file is None: self._open()
+            self._add_lines(records)
+        if self._lines and time.monotonic() - self._flushed_at >= self.flush_every: self.flush()
+
+    def _add_lines(self, records: dict[int, dict]):
+        "Add a line per iteration of `records`, in order; our last line is made again if it gets more values."
+        last = self._last
+        if last is not None and last['iter'] in records:
+            records[last['iter']] = {**last, **records[last['iter']]}
+            if self._lines: self._lines.pop()      # (not in the file yet)
+            else: self._offset = self._last_start  # (the next flush cuts it off the file)
+        for it in sorted(records):
+            self._last = {'iter': it, **records[it]}
+            self._lines.append(_json_line(self._last))
 
     def flush(self):
-        "Write the lines of the writes since the last flush, and hand them to the operating system (then any reader sees them)."
-        waiting, storage = self._waiting, self._storage
-        self._storage, self._waiting, self._n_waiting = None, [], 0
-        for new in _waiting_writes(waiting, storage, self.window): self._write_lines(new)  # (the lines of each write)
-        if self._file is not None: self._file.flush()
+        "Write the lines made since the last flush, and hand them to the operating system: any reader sees them then."
+        if self._lines:
+            self._file.truncate(self._offset)  # what comes after our last line: a line made again, or a resumed run's
+            text = ''.join(self._lines)
+            self._file.write(text)
+            self._file.flush()
+            self._last_start = self._offset + len(text) - len(self._lines[-1])
+            self._offset += len(text)
+            self._lines = []
         self._flushed_at = time.monotonic()
 
-    def _write_lines(self, new: dict[str, list]):
-        "Write the lines of the values `new` (name -> (value, iteration) pairs)."
-        if self._file is None: self._open()
-        lines = self._aligned_lines(new) or self._record_lines(new)
-        text = ''.join(lines)
-        self._file.write(text)
-        self._offset += len(text)  # JSON lines are ASCII: one byte per character
-        self._last_start = self._offset - len(lines[-1])
-
-    def _cut(self, size: int):
-        "Cut the file to `size` bytes, and write from there."
-        self._file.truncate(size)
-        self._file.seek(size)
-        self._offset = size
-
     def _open(self):
+        "Open the file; a resumed writer will write its last line again, as it was at the checkpoint."
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, 'a', encoding='utf-8', newline='\n')  # no '\r\n': we count bytes
-        if self._offset is None or self._file.tell() < self._offset:  # a new writer, or a file that is not ours
-            self._last = None                                          # any more: append to it
-        elif self._last is None: self._cut(self._offset)  # a resumed run rewrites what came after its checkpoint,
-        else:                                             # including the last line, which may have grown since
-            self._cut(self._last_start)
-            self._file.write(_json_line(self._last))
-        self._file.flush()
-        self._offset = self._file.tell()
+        size = self._file.tell()
+        if size < self._offset: self._offset, self._last = size, None  # not the file we wrote: append to it
+        elif self._last is not None:  # (the line may have grown after the checkpoint)
+            self._offset = self._last_start
+            self._lines.append(_json_line(self._last))
 
     def close(self):
-        try:
-            if self._waiting: self.flush()
+        try: self.flush()
         finally:
             if self._file is not None: self._file.close()
             self._file = None
@@ -225,15 +117,14 @@ class JSONWriter(_JSONLines, EventWriter):
 
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
-        self._waiting, self._n_waiting = [], 0
-        self._offset, self._last, self._last_start = state.get('offset'), state.get('last'), state.get('last_start')
+        self._offset, self._last, self._last_start = state['offset'], state['last'], state['last_start']
 
 # %% ../nbs/01a_writers.ipynb #71f9aab1
 def read_metrics(path: str | Path) -> list[dict]:
     "Read a `metrics.json` file written by `JSONWriter`: a list of dicts, one per line."
     with open(path, encoding='utf-8') as f: return [json.loads(line) for line in f if line.strip()]
 
-# %% ../nbs/01a_writers.ipynb #95cc5fe9
+# %% ../nbs/01a_writers.ipynb #8863bf55
 class ConsoleWriter(EventWriter):
     "Print the iteration, an ETA and the latest scalars on one line."
     def __init__(self,
@@ -245,10 +136,12 @@ class ConsoleWriter(EventWriter):
         self.max_iter, self.window, self.print_fn = max_iter, window, print_fn
 
     def _eta(self, storage: EventStorage) -> str:
-        hist = storage.histories().get('time/step')
-        if self.max_iter is None or hist is None or not hist.count: return ''
-        seconds = hist.median(1000) * max(self.max_iter - storage.iter, 0)
-        return f"  eta: {datetime.timedelta(seconds=int(seconds))}"
+        "The time left at the median step time of the last 1000 steps ('' without step times or a last iteration)."
+        steps = storage.histories().get('time/step')
+        if steps is None or not steps.count: return ''
+        pace = steps.median(1000)  # seconds a step: the median, which one slow step does not swing
+        seconds = time_left(pace * storage.iter, storage.iter, self.max_iter)  # (as if each step done took `pace`)
+        return '' if seconds is None else f"  eta: {format_seconds(seconds)}"
 
     def write(self, storage: EventStorage):
         names = self._new_counts(storage)
@@ -258,6 +151,7 @@ class ConsoleWriter(EventWriter):
         for n in sorted(names): parts.append(f"{n}: {storage.smoothed(n, self.window)[-1][0]:.4g}")
         self.print_fn('  '.join(parts))
 
+# %% ../nbs/01a_writers.ipynb #1f359c32
 class TensorBoardWriter(EventWriter):
     "Write every new value of every scalar to TensorBoard (needs the `tensorboard` package)."
     def __init__(self,
