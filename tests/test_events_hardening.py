@@ -16,7 +16,8 @@ import torch
 from trainer_nb.callback.core import LambdaCallback
 from trainer_nb.callback.recorder import Recorder, WriterCallback
 from trainer_nb.callback.tracker import EarlyStopping, ReduceLROnPlateau
-from trainer_nb.events import ConsoleWriter, EventStorage, JSONWriter, read_metrics
+from trainer_nb.events import EventStorage
+from trainer_nb.writers import ConsoleWriter, JSONWriter, read_metrics
 from trainer_nb.testing import synth_learner
 
 WINDOW = 1  # JSONWriter's default smoothing window: values as logged
@@ -87,8 +88,8 @@ def test_every_writer_smooths_through_storage_smoothed(tmp_path, monkeypatch):
         storage.put_scalar('train/loss', float(it))
     calls = []
 
-    def fake_smoothed(self, name, window=20, last=1, upto=None):
-        calls.append((name, window, last, upto))
+    def fake_smoothed(self, name, window=20, last=1):
+        calls.append((name, window, last))
         return [(42.0, it) for it in range(4 - last, 4)]
 
     monkeypatch.setattr(EventStorage, 'smoothed', fake_smoothed)
@@ -98,7 +99,7 @@ def test_every_writer_smooths_through_storage_smoothed(tmp_path, monkeypatch):
     writer.write(storage); writer.close()
     assert lines == ['iter: 3  train/loss: 42']
     assert read_metrics(tmp_path / 'metrics.json') == [{'iter': i, 'train/loss': 42.0} for i in (1, 2, 3)]
-    assert calls == [('train/loss', 5, 1, None), ('train/loss', 7, 3, 3)]  # (JSONWriter: the 3 values it took)
+    assert calls == [('train/loss', 5, 1), ('train/loss', 7, 3)]  # (JSONWriter: the 3 new values)
 
 
 def test_smoothed_is_the_median_of_the_window_ending_at_each_value():

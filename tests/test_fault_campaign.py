@@ -29,9 +29,9 @@ import trainer_nb.files as files_module
 from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.callback.core import Callback
 from trainer_nb.checkpoint import load_checkpoint
-from trainer_nb.events import read_metrics
 from trainer_nb.learner import Learner
 from trainer_nb.metrics import accuracy
+from trainer_nb.writers import read_metrics
 from resume_harness import (BS, N_EPOCHS, N_VALID, STEPS_PER_EPOCH, Interrupter, Noise, assert_same_run, data,
                             make_learner, run_fit, sigint)
 

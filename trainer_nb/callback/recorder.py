@@ -8,9 +8,10 @@ from __future__ import annotations
 import time
 
 from .core import Callback
-from ..events import ConsoleWriter, EventWriter, JSONWriter, ScalarRow
 from ..core import whole_number
+from ..events import ScalarRow
 from ..files import check_writable
+from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
 __all__ = ['Recorder', 'WriterCallback']
