@@ -7,13 +7,14 @@ __all__ = []
 
 # %% ../nbs/99_all.ipynb #cb8ddf1c
 from . import checkpoint as _checkpoint, core as _core, data as _data, distributed as _distributed, \
-    events as _events, learner as _learner, metrics as _metrics, state as _state, \
+    events as _events, files as _files, learner as _learner, metrics as _metrics, state as _state, \
     controls as _controls, parts as _parts
 from .callback import checkpoint as _callback_checkpoint, core as _callback_core, liveplot as _liveplot, outputs as _outputs, \
     panel as _panel, progress as _progress, recorder as _recorder, schedule as _schedule, tracker as _tracker, \
     training as _training
 
 from .core import *
+from .files import *
 from .events import *
 from .callback.core import *
 from .metrics import *
@@ -34,7 +35,7 @@ from .callback.tracker import *
 from .callback.outputs import *
 from .distributed import *
 
-__all__ = [name for module in (_core, _events, _callback_core, _metrics, _data, _state, _controls, _parts, _checkpoint, _learner,
-                                _callback_checkpoint, _recorder, _progress, _liveplot, _panel, _schedule, _training, _tracker, _outputs,
-                                _distributed)
+__all__ = [name for module in (_core, _files, _events, _callback_core, _metrics, _data, _state, _controls, _parts,
+                                _checkpoint, _learner, _callback_checkpoint, _recorder, _progress, _liveplot, _panel,
+                                _schedule, _training, _tracker, _outputs, _distributed)
            for name in module.__all__]
