@@ -8,7 +8,7 @@ __all__ = []
 # %% ../nbs/99_all.ipynb #cb8ddf1c
 from . import checkpoint as _checkpoint, core as _core, data as _data, distributed as _distributed, \
     events as _events, files as _files, learner as _learner, metrics as _metrics, state as _state, \
-    controls as _controls, parts as _parts
+    controls as _controls, parts as _parts, plotting as _plotting
 from .callback import checkpoint as _callback_checkpoint, core as _callback_core, liveplot as _liveplot, outputs as _outputs, \
     panel as _panel, progress as _progress, recorder as _recorder, schedule as _schedule, tracker as _tracker, \
     training as _training
@@ -27,6 +27,7 @@ from .callback.checkpoint import *
 from .learner import *
 from .callback.recorder import *
 from .callback.progress import *
+from .plotting import *
 from .callback.liveplot import *
 from .callback.panel import *
 from .callback.schedule import *
@@ -36,6 +37,6 @@ from .callback.outputs import *
 from .distributed import *
 
 __all__ = [name for module in (_core, _files, _events, _callback_core, _metrics, _data, _state, _controls, _parts,
-                                _checkpoint, _learner, _callback_checkpoint, _recorder, _progress, _liveplot, _panel,
-                                _schedule, _training, _tracker, _outputs, _distributed)
+                                _checkpoint, _learner, _callback_checkpoint, _recorder, _progress, _plotting,
+                                _liveplot, _panel, _schedule, _training, _tracker, _outputs, _distributed)
            for name in module.__all__]
