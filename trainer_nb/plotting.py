@@ -10,7 +10,7 @@ import io
 import math
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'AxesLimits', 'TextStamps', 'LiveFigure']
+__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure']
 
 # %% ../nbs/11a_plotting.ipynb #7645b2b0
 DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
@@ -144,15 +144,6 @@ def _note(names: list[str], curves: dict) -> str:
     return ', '.join(f"{name} = {curves[name].last[1]:.4g}" for name in names) + ' (constant)'
 
 # %% ../nbs/11a_plotting.ipynb #229bc084
-def _span(lo: float, hi: float, log: bool, grow_down: bool = False, grow_up: bool = False) -> tuple[float, float]:
-    "Axis limits around [lo, hi]: margins of 8% of the range, more where the data are going (a factor of 2 on a log axis)."
-    if log: lo, hi = math.log10(lo), math.log10(hi)
-    span = hi - lo
-    if span == 0: span = 1. if log else (abs(hi) or 1.)  # a flat curve
-    grow = max(0.3 * span, 0.3) if log else 0.3 * span  # log: at least 0.3 decades, a loss halving
-    lo, hi = lo - (grow if grow_down else 0.08 * span), hi + (grow if grow_up else 0.08 * span)
-    return (10 ** lo, 10 ** hi) if log else (lo, hi)
-
 def _plain_log_formatter():
     "matplotlib's choice of labels on a log axis, written as plain numbers (0.3, not 3x10^-1)."
     from matplotlib.ticker import LogFormatterSciNotation
@@ -227,27 +218,68 @@ def _png(canvas, compress_level: int = 1) -> bytes:
     image.save(out, format='png', compress_level=compress_level)
     return out.getvalue()
 
-# %% ../nbs/11a_plotting.ipynb #b82fc454
-class AxesLimits:
-    "The y and x limits of a row of panels: do the data fit them, and fit them to the data (see `LiveFigure`)."
-    axes: list  # the panels' matplotlib axes
-    layout: list[tuple[str, list[str], bool]]  # (title, scalar names, log y-axis) of each panel
-    _background = None  # the saved background of the last full redraw; None: nothing drawn yet
+# %% ../nbs/11a_plotting.ipynb #af252c7e
+def _span(lo: float, hi: float, log: bool, grow_down: bool = False, grow_up: bool = False) -> tuple[float, float]:
+    "Axis limits around [lo, hi]: margins of 8% of the range, more where the data are going (a factor of 2 on a log axis)."
+    if log: lo, hi = math.log10(lo), math.log10(hi)
+    span = hi - lo
+    if span == 0: span = 1. if log else (abs(hi) or 1.)  # a flat curve
+    grow = max(0.3 * span, 0.3) if log else 0.3 * span  # log: at least 0.3 decades, a loss halving
+    lo, hi = lo - (grow if grow_down else 0.08 * span), hi + (grow if grow_up else 0.08 * span)
+    return (10 ** lo, 10 ** hi) if log else (lo, hi)
+
+def _panel_fit(ax, # a panel's matplotlib axes
+               b: list, # the bounds of its curves: `[x0, x1, y0, y1, smallest y > 0]`
+               log: bool, # whether its y-axis is logarithmic
+              ) -> str:
+    "'out', 'loose' or 'ok': whether the curves leave the panel's axes, fill much less than a new figure's, or fit."
+    x0, x1 = ax.get_xlim()
+    if b[0] < x0 or b[1] > x1: return 'out'
+    lo, hi = (b[4], b[3]) if log else (b[2], b[3])
+    if log and not math.isfinite(lo): return 'ok'  # nothing positive to show on a log axis
+    (y0, y1), (i0, i1) = ax.get_ylim(), _span(lo, hi, log, grow_down=log)  # (i0, i1): as a new figure's
+    if lo < y0 or hi > y1: return 'out'
+    if log: y0, y1, i0, i1 = (math.log10(v) for v in (y0, y1, i0, i1))
+    return 'loose' if y1 - y0 > 2.5 * (i1 - i0) else 'ok'
+
+# %% ../nbs/11a_plotting.ipynb #cf146939
+class LiveFigure:
+    "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
+    def __init__(self,
+                 layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
+                 notes: list[str] = (), # lines of text for the flat panels, shown under the others
+                 panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
+                 dpi: int = 80, # pixels per inch
+                ):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        self.layout, self.notes, self.panel_size, self.dpi = list(layout), list(notes), tuple(panel_size), dpi
+        (w, h), n = panel_size, max(len(layout), 1)
+        notes_h = _NOTES if notes else 0.
+        height = (h if layout else 0.) + notes_h
+        self.fig = Figure(figsize=(w * n, height), dpi=dpi)
+        self.canvas = FigureCanvasAgg(self.fig)
+        self.axes = [self.fig.add_axes(((i * w + _LEFT) / (w * n), (notes_h + _BOTTOM) / height,
+                                        (w - _LEFT - _RIGHT) / (w * n), (h - _BOTTOM - _TOP) / height))
+                     for i in range(len(layout))]
+        self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
+        if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
+                                fontsize=9, va='center')
+        self.background = None  # the last full redraw, curves aside (restored by each blit); None: nothing drawn yet
+
+    def reset(self):
+        "Start again from empty axes (for another fit)."
+        self.background = None
+
+    def shows(self, data: PlotData) -> bool:
+        "Whether this figure has the panels and notes of `data`."
+        return self.layout == data.layout and self.notes == data.notes
 
     def limits_status(self, bounds: list) -> str:
         "'out', 'loose' or 'ok': how the axes fit `bounds`, one `[x0, x1, y0, y1, smallest y > 0]` per panel."
-        if self._background is None: return 'out'
-        status = 'ok'
-        for ax, b, (_, _, log) in zip(self.axes, bounds, self.layout):
-            x0, x1 = ax.get_xlim()
-            if b[0] < x0 or b[1] > x1: return 'out'
-            lo, hi = (b[4], b[3]) if log else (b[2], b[3])
-            if log and not math.isfinite(lo): continue
-            (y0, y1), (i0, i1) = ax.get_ylim(), _span(lo, hi, log, grow_down=log)  # (i0, i1): as a new figure's
-            if lo < y0 or hi > y1: return 'out'
-            if log: y0, y1, i0, i1 = (math.log10(v) for v in (y0, y1, i0, i1))
-            if y1 - y0 > 2.5 * (i1 - i0): status = 'loose'  # the curves fill much less than a new figure's axes
-        return status
+        if self.background is None: return 'out'
+        fits = [_panel_fit(ax, b, log) for ax, b, (_, _, log) in zip(self.axes, bounds, self.layout)]
+        return 'out' if 'out' in fits else 'loose' if 'loose' in fits else 'ok'
 
     def set_limits(self,
                    bounds: list, # per panel: `[x0, x1, y0, y1, smallest y > 0]`
@@ -264,125 +296,23 @@ class AxesLimits:
             ax.set_xlim(x0, x1)
             if log and not math.isfinite(b[4]): continue  # nothing positive to show on a log axis
             lo, hi = (b[4] if log else b[2]), b[3]
-            new = self._background is None  # a new figure: a log axis (a loss) gets room to fall
+            new = self.background is None  # a new figure: a log axis (a loss) gets room to fall
             y0, y1 = (lo, hi) if new else ax.get_ylim()
             down, up = lo < y0 or (new and log), hi > y1
             ax.set_ylim(*_span(lo, hi, log, grow_down=grow and down, grow_up=grow and up))
 
-# %% ../nbs/11a_plotting.ipynb #74be71ca
-def _pixel_box(extent, # a window extent (display pixels, y upwards)
-               width: int, height: int, # the canvas's size in pixels
-              ) -> tuple[int, int, int, int]:
-    "The whole pixels `(x0, y0, x1, y1)` around `extent` and one more on each side (antialiasing), inside the canvas."
-    return (max(math.floor(extent.x0) - 1, 0), max(math.floor(extent.y0) - 1, 0),
-            min(math.ceil(extent.x1) + 1, width), min(math.ceil(extent.y1) + 1, height))
-
-class TextStamps:
-    "A figure's fixed texts (titles, axis labels, notes) drawn once; later full redraws paste their pixels."
-    fig: object  # the matplotlib `Figure`, on
-    canvas: object  # an Agg canvas
-    axes: list  # the panels
-    _stamps: dict  # text -> (its pixel box, its pixels, or None where its background was not plain)
-
-    def fixed_texts(self) -> list:
-        "The texts that stay as they are while the figure exists: each panel's title and axis labels, and the notes."
-        texts = [t for ax in self.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)] + list(self.fig.texts)
-        return [t for t in texts if t.get_text()]
-
-    def draw_background(self):
-        "`canvas.draw()`, the fixed texts pasted from their first drawing where the background under them is plain."
-        import numpy as np
-        texts = self.fixed_texts()
-        for t in texts: t.set_visible(False)
-        try: self.canvas.draw()
-        finally:
-            for t in texts: t.set_visible(True)
-        pixels = np.asarray(self.canvas.buffer_rgba())  # (a view: it sees each paste)
-        plain = np.array([round(255 * c) for c in self.fig.get_facecolor()], dtype=np.uint8)
-        for text in texts: self._stamp(text, pixels, plain)
-
-    def _stamp(self, text, pixels, plain):
-        "Paste `text` if it has a stamp and its box is all `plain` now; else draw it (and keep a stamp if it was)."
-        from matplotlib.transforms import Bbox
-        height, width = pixels.shape[:2]
-        box, stamp = self._stamps.get(text) or (
-            _pixel_box(text.get_window_extent(self.canvas.get_renderer()), width, height), None)
-        x0, y0, x1, y1 = box
-        alone = bool((pixels[height - y1:height - y0, x0:x1] == plain).all())  # (rows count from the top)
-        if alone and stamp is not None: return self.canvas.restore_region(stamp)
-        self.fig.draw_artist(text)
-        self._stamps[text] = (box, self.canvas.copy_from_bbox(Bbox.from_extents(*box)) if alone else None)
-
-# %% ../nbs/11a_plotting.ipynb #cf146939
-class LiveFigure(AxesLimits, TextStamps):
-    "A row of matplotlib panels drawn with blitting (the axes once, then only the curves), and a line of notes."
-    def __init__(self,
-                 layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
-                 notes: list[str] = (), # lines of text for the flat panels, shown under the others
-                 panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
-                 dpi: int = 80, # pixels per inch
-                ):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        self.layout, self.notes, self.key = list(layout), list(notes), _figure_key(layout, notes, panel_size, dpi)
-        (w, h), n = panel_size, max(len(layout), 1)
-        notes_h = _NOTES if notes else 0.
-        height = (h if layout else 0.) + notes_h
-        self.fig = Figure(figsize=(w * n, height), dpi=dpi)
-        self.canvas = FigureCanvasAgg(self.fig)
-        self.axes = [self.fig.add_axes(((i * w + _LEFT) / (w * n), (notes_h + _BOTTOM) / height,
-                                        (w - _LEFT - _RIGHT) / (w * n), (h - _BOTTOM - _TOP) / height))
-                     for i in range(len(layout))]
-        self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
-        if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
-                                fontsize=9, va='center')
-        self._background, self._stamps = None, {}
-
-    def reset(self):
-        "Start again from empty axes (for another fit)."
-        self._background = None
-
-    def shows(self, data: PlotData) -> bool:
-        "Whether this figure has the panels and notes of `data`."
-        return self.layout == data.layout and self.notes == data.notes
-
     def draw(self,
              curves: dict, # name -> `Curve`
-             full: bool, # redraw the background (axes, ticks, legends) too
+             full: bool, # redraw the background (axes, ticks, labels, legends) too
              compress_level: int = 1, # PNG compression, 0-9: fast for live updates, smaller for the final one
             ) -> bytes:
         "Draw the curves (and the background when `full`), and return the figure as PNG bytes."
         for lines, (_, names, _) in zip(self.lines, self.layout):
             for line, name in zip(lines, names): line.set_data(*curves[name].points())
-        if full or self._background is None:
-            self.draw_background()  # everything but the animated curves
-            self._background = self.canvas.copy_from_bbox(self.fig.bbox)
-        else: self.canvas.restore_region(self._background)
+        if full or self.background is None:
+            self.canvas.draw()  # everything but the animated curves
+            self.background = self.canvas.copy_from_bbox(self.fig.bbox)
+        else: self.canvas.restore_region(self.background)
         for ax, lines in zip(self.axes, self.lines):
             for line in lines: ax.draw_artist(line)
         return _png(self.canvas, compress_level)
-
-# %% ../nbs/11a_plotting.ipynb #854b2aa5
-_SPARE: list[LiveFigure] = []  # the figures of ended fits, most recent first
-
-def _figure_key(layout: list, notes: list, panel_size: tuple, dpi: int) -> tuple:
-    return repr(layout), repr(notes), tuple(panel_size), dpi
-
-def _take_figure(layout: list[tuple[str, list[str], bool]], # (title, scalar names, log y-axis) of each panel
-                notes: list[str], # lines of text for the flat panels
-                panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
-                dpi: int = 80, # pixels per inch
-               ) -> LiveFigure:
-    "A figure for this layout: one that an ended fit left, if one matches, else a new one."
-    key = _figure_key(layout, notes, panel_size, dpi)
-    for i, figure in enumerate(_SPARE):
-        if figure.key == key:
-            del _SPARE[i]
-            figure.reset()
-            return figure
-    return LiveFigure(layout, notes, panel_size, dpi)
-
-def _keep_figure(figure: LiveFigure):
-    "Keep `figure` for a later fit with the same layout (the last two are kept)."
-    _SPARE.insert(0, figure)
-    del _SPARE[2:]
