@@ -9,6 +9,8 @@ import fnmatch
 import io
 import math
 
+from .core import MovingAverage
+
 # %% auto #0
 __all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure']
 
@@ -29,45 +31,42 @@ def assign_panels(names, # the scalar names, e.g. `learn.storage.histories()`
     return {title: [n for _, n in sorted(found)] for title, found in chosen.items() if found}
 
 # %% ../nbs/11a_plotting.ipynb #b9dc6aed
+def _widen(bounds: list | None, # `[x min, x max, y min, y max, smallest y > 0 (or inf)]`; None: no point yet
+           xs: list, ys: list, # the new points
+          ) -> list:
+    "`bounds` widened to hold the new points."
+    x0, x1, y0, y1, positive = bounds or (math.inf, -math.inf, math.inf, -math.inf, math.inf)
+    return [min(x0, *xs), max(x1, *xs), min(y0, *ys), max(y1, *ys), min([positive] + [y for y in ys if y > 0])]
+
 class Curve:
     "The points of one scalar, as drawn: smoothed if asked, thinned to at most `max_points`, ending at the latest."
     def __init__(self,
                  beta: float = 0., # moving-average factor (0: no smoothing)
                  max_points: int = 400, # points kept (older ones are thinned)
                 ):
-        self.beta, self.max_points = beta, max_points
+        self.max_points = max_points
+        self.average = MovingAverage(beta) if beta else None  # None: the values are drawn as they are
         self.xs: list[float] = []
         self.ys: list[float] = []
-        self.seen = 0      # values read from the history so far (its `count`)
+        self.seen = 0      # values read from the source so far (a history's `count`, a series' length)
         self.n = 0         # finite values added
         self.stride = 1    # keep one value in `stride`
         self.last: tuple[float, float] | None = None
         self.bounds: list[float] | None = None  # [x min, x max, y min, y max, smallest y > 0 (or inf)]
-        self._avg = 0.
 
     def add(self, pairs):
-        "Add `(value, iteration)` pairs, in order."
-        beta, avg, n, stride, xs, ys, last = self.beta, self._avg, self.n, self.stride, self.xs, self.ys, self.last
-        b, isfinite = self.bounds, math.isfinite  # (locals: a final figure reads every value of a fit)
-        for value, it in pairs:
-            if not isfinite(value): continue
-            if beta:
-                avg = beta * avg + (1 - beta) * value
-                value = avg / (1 - beta ** (n + 1))
-            if n % stride == 0:
-                xs.append(it)
-                ys.append(value)
-                if len(xs) > self.max_points: xs, ys, stride = xs[::2], ys[::2], stride * 2
-            n += 1
-            last = (it, value)
-            if b is None: b = [it, it, value, value, value if value > 0 else math.inf]
-            else:
-                if it < b[0]: b[0] = it
-                if it > b[1]: b[1] = it
-                if value < b[2]: b[2] = value
-                if value > b[3]: b[3] = value
-                if 0 < value < b[4]: b[4] = value
-        self._avg, self.n, self.stride, self.xs, self.ys, self.last, self.bounds = avg, n, stride, xs, ys, last, b
+        "Add `(value, iteration)` pairs, in order; values that are not finite (a NaN loss) are skipped."
+        points = [(x, self.average.update(y) if self.average else y) for y, x in pairs if math.isfinite(y)]
+        if not points: return
+        for x, y in points:
+            if self.n % self.stride == 0:
+                self.xs.append(x)
+                self.ys.append(y)
+                if len(self.xs) > self.max_points:  # every other point, and from now on one value in twice as many
+                    self.xs, self.ys, self.stride = self.xs[::2], self.ys[::2], self.stride * 2
+            self.n += 1
+        self.last = points[-1]
+        self.bounds = _widen(self.bounds, [x for x, _ in points], [y for _, y in points])
 
     @property
     def flat(self) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .core import Callback, SkipsIdleEvents
 from ..files import atomic_write
-from ..core import import_in_background, in_notebook, update_output
+from ..core import import_in_background, in_notebook, time_left, update_output
 from ..plotting import LiveFigure, PlotData
 
 # %% auto #0
@@ -196,9 +196,9 @@ def _matplotlib_imported() -> bool: return 'matplotlib.backends.backend_agg' in 
 
 def _expected_seconds(learn, start_steps: int, total_steps: int | None, elapsed: float) -> float | None:
     "The whole fit's expected wall time, from its progress so far."
-    done = learn.fit_state.fit_steps - start_steps
-    if total_steps is None or done <= 0: return None
-    return elapsed / done * (total_steps - start_steps)
+    total = None if total_steps is None else total_steps - start_steps
+    left = time_left(elapsed, learn.fit_state.fit_steps - start_steps, total)
+    return None if left is None else elapsed + left
 
 def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, final: float, now: float) -> dict:
     "What the plot did in a fit: its frames, when they came, and what they cost (see `LivePlotCallback.stats`)."
