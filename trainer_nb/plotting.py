@@ -12,7 +12,7 @@ import math
 from .core import MovingAverage
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure']
+__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
 
 # %% ../nbs/11a_plotting.ipynb #7645b2b0
 DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
@@ -81,11 +81,11 @@ class Curve:
 
 # %% ../nbs/11a_plotting.ipynb #89998c41
 class PlotData:
-    "The curves of the storage's scalars, and their layout: panels with axes, and a line of text for flat panels."
+    "The curves of a run's scalars, and their layout: panels with axes, and a line of text for flat panels."
     def __init__(self,
                  panels: dict | None = None, # panel title -> scalar names or patterns (default: `DEFAULT_PANELS`)
                  log=('losses',), # titles of the panels with a log y-axis
-                 smooth: float = 0.98, # moving-average factor for scalars logged with `smoothing_hint` (0: none)
+                 smooth: float = 0.98, # moving-average factor for the scalars to smooth (0: none)
                  max_points: int = 400, # points drawn per curve
                 ):
         if not 0 <= smooth < 1: raise ValueError(f"smooth is a moving-average factor in [0, 1), got {smooth!r}.")
@@ -112,22 +112,24 @@ class PlotData:
         histories = storage.histories()
         if len(histories) != self._names_seen:
             self._names_seen = len(histories)
-            self.assigned = assign_panels(histories, self.panels)
-            hints = storage.smoothing_hints()
-            for names in self.assigned.values():
-                for name in names:
-                    if name not in self.curves:
-                        self.curves[name] = Curve(self.smooth if hints[name] else 0., self.max_points)
+            self._add_curves(histories, storage.smoothing_hints())
         for name, curve in self.curves.items():
             h = histories[name]
             if h.count > curve.seen: curve.add(h.recent(h.count - curve.seen))
             curve.seen = h.count
-        self.layout, self.notes = [], []
-        for title, names in self.assigned.items():
-            shown = [n for n in names if self.curves[n].bounds is not None]
-            if shown and all(self.curves[n].flat for n in shown): self.notes.append(_note(shown, self.curves))
-            elif shown: self.layout.append((title, shown, title in self.log))
-        return bool(self.layout or self.notes)
+        return self._arrange()
+
+    def update_series(self,
+                      series: dict, # name -> (steps, values): all the points of each scalar so far, oldest first
+                      smoothed=(), # the names to smooth (as a storage's `smoothing_hint`)
+                     ) -> bool:
+        "Read what is new in plain data; return whether there is anything to draw."
+        self._add_curves(series, {name: name in smoothed for name in series})
+        for name, curve in self.curves.items():
+            steps, values = series[name]
+            curve.add(zip(values[curve.seen:], steps[curve.seen:]))
+            curve.seen = len(values)
+        return self._arrange()
 
     def bounds(self) -> list:
         "Per panel of `layout`, the bounds of its curves: `[x0, x1, y0, y1, smallest y > 0]`."
@@ -137,6 +139,21 @@ class PlotData:
             out.append([min(b[0] for b in bs), max(b[1] for b in bs), min(b[2] for b in bs),
                         max(b[3] for b in bs), min(b[4] for b in bs)])
         return out
+
+    def _add_curves(self, names, smoothed: dict):
+        "Assign `names` to the panels; a new curve for each assigned name (smoothed where `smoothed[name]`)."
+        self.assigned = assign_panels(names, self.panels)
+        new = [name for shown in self.assigned.values() for name in shown if name not in self.curves]
+        for name in new: self.curves[name] = Curve(self.smooth if smoothed[name] else 0., self.max_points)
+
+    def _arrange(self) -> bool:
+        "Set `layout` and `notes` from the curves; return whether there is anything to draw."
+        self.layout, self.notes = [], []
+        for title, names in self.assigned.items():
+            shown = [n for n in names if self.curves[n].bounds is not None]
+            if shown and all(self.curves[n].flat for n in shown): self.notes.append(_note(shown, self.curves))
+            elif shown: self.layout.append((title, shown, title in self.log))
+        return bool(self.layout or self.notes)
 
 def _note(names: list[str], curves: dict) -> str:
     "The line of text for a panel whose curves are flat: 'lr = 0.001 (constant)'."
@@ -315,3 +332,22 @@ class LiveFigure:
         for ax, lines in zip(self.axes, self.lines):
             for line in lines: ax.draw_artist(line)
         return _png(self.canvas, compress_level)
+
+    def draw_final(self, data: PlotData) -> bytes:
+        "The curves of `data` in full, on axes around just the data, as a PNG compressed for keeping."
+        self.set_limits(data.bounds(), room=1.02, grow=False)
+        return self.draw(data.curves, full=True, compress_level=6)
+
+# %% ../nbs/11a_plotting.ipynb #542a78c4
+def plot_png(series: dict, # name -> (steps, values), e.g. `{'train/loss': ([1, 2, 3], [0.9, 0.7, 0.6])}`
+             smoothed=(), # the names drawn with a moving average (a noisy training loss)
+             panels: dict | None = None, # panel title -> scalar names or patterns (default: `DEFAULT_PANELS`)
+             log=('losses',), # titles of the panels with a log y-axis
+             smooth: float = 0.98, # the moving average's factor
+             panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
+             dpi: int = 80, # pixels per inch
+            ) -> bytes | None:
+    "A PNG of the curves of `series`, laid out as a fit's final figure; None when there is nothing to draw."
+    data = PlotData(panels, log, smooth)
+    if not data.update_series(series, smoothed): return None
+    return LiveFigure(data.layout, data.notes, panel_size, dpi).draw_final(data)

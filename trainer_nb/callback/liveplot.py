@@ -154,8 +154,7 @@ class LivePlot:
         if completed and self.x_end is not None and self.needs() == 'blit':
             return self.draw('blit', compress_level=6)
         if self.needs() == 'new': self._new_figure()
-        self.figure.set_limits(self.data.bounds(), room=1.02, grow=False)  # just the data
-        png = self.figure.draw(self.data.curves, full=True, compress_level=6)
+        png = self.figure.draw_final(self.data)
         if self.live: self._show(png)
         return png
 
