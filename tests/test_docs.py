@@ -154,6 +154,20 @@ def test_docs_processing_runs_only_the_imports_of_mixed_cells():
 
 # ---------------------------------------------------------------- the tutorials (fast: saved notebooks)
 
+def test_api_pages_follow_the_public_api():
+    "Chapters whose module defines names of `trainer_nb.all` are the API reference; the others are the internals."
+    nbs = ROOT / 'nbs'
+    sections = {p.name: nbdev_plain.section_of(p, nbs) for p in nbs.glob('*.ipynb')}
+    assert sections['04_learner.ipynb'] == sections['05_callback.recorder.ipynb'] == 'API reference'
+    assert sections['03d_parts.ipynb'] == sections['00a_files.ipynb'] == sections['03b_state.ipynb'] == 'Internals'
+    assert sections['90_tutorial.digits.ipynb'] == 'Tutorials' and sections['94_misuse.ipynb'] == 'Guides'
+    import trainer_nb.all as api
+    for name in api.__all__:
+        module = getattr(getattr(api, name), '__module__', 'trainer_nb.callback.core')  # (EVENTS: a tuple)
+        chapter = module.removeprefix('trainer_nb.')
+        assert chapter in nbdev_plain.public_modules(), (name, chapter)
+
+
 def test_tutorials_and_guides_exist():
     names = {p.name.split('_', 1)[1] for p in GUIDES}
     assert {'tutorial.digits.ipynb', 'tutorial.custom_callback.ipynb', 'tutorial.interrupt_resume.ipynb',

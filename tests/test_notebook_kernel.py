@@ -167,31 +167,3 @@ def test_display_imports_start_when_the_learner_is_made(tmp_path):
     finally:
         kernel.close()
     assert 'BEFORE [False, False, False] AFTER [True, True, True]' in out, out
-
-
-@pytest.mark.slow
-def test_update_output_sends_the_formatters_bundle_without_the_flush(tmp_path):
-    # `core.update_output` in a kernel: one update_display_data message for the output's display id, with the
-    # bundle IPython's formatters make (the same keys as the display's); printed text still arrives; ipykernel's
-    # stream flush is back in place after it.
-    kernel = Kernel(tmp_path)
-    messages = []
-    try:
-        msg_id = kernel.kc.execute(
-            "import IPython\n"
-            "from IPython.display import HTML, display\n"
-            "from trainer_nb.core import update_output\n"
-            "h = display(HTML('<b>one</b>'), display_id=True)\n"
-            "print('printed')\n"
-            "update_output(h, HTML('<b>two</b>'))\n"
-            "print('flush back', '_flush_streams' not in vars(IPython.get_ipython().display_pub))\n")
-        out, _, _ = kernel.collect(msg_id, 60, on_message=messages.append)
-    finally:
-        kernel.close()
-    shown = [m['content'] for m in messages if m['msg_type'] == 'display_data']
-    updates = [m['content'] for m in messages if m['msg_type'] == 'update_display_data']
-    assert len(shown) == 1 and len(updates) == 1, [m['msg_type'] for m in messages]
-    assert updates[0]['data'] == {'text/plain': '<IPython.core.display.HTML object>', 'text/html': '<b>two</b>'}
-    assert set(updates[0]['data']) == set(shown[0]['data'])
-    assert updates[0]['transient']['display_id'] == shown[0]['transient']['display_id']
-    assert 'printed' in out and 'flush back True' in out, out

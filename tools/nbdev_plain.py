@@ -46,7 +46,7 @@ _HEADING = re.compile(r'^(?P<hashes>#{1,6})\s+(?P<text>.+?)\s*#*\s*$')
 _LINK = re.compile(r'\[(?P<text>[^\[\]]*)\]\((?P<url>[^()\s]+)\)(?:\{(?P<attrs>[^{}]*)\})?')
 _ATTR = re.compile(r'(?P<key>[\w-]+)="(?P<value>[^"]*)"|\.(?P<cls>[\w-]+)|#(?P<id>[\w.-]+)')
 _SKIP_DIRECTIVES = {'hide', 'export', 'exporti', 'exports', 'default_exp'}
-SECTIONS = ('Tutorials', 'Guides', 'API reference')
+SECTIONS = ('Tutorials', 'Guides', 'API reference', 'Internals')
 
 
 def read_settings(root: Path = ROOT) -> configparser.SectionProxy:
@@ -254,11 +254,22 @@ def plain_cells(cells: list, fm: dict, site: Site | None) -> tuple[list, set]:
 
 
 def section_of(nb_path: Path, nbs: Path) -> str:
-    "Where a page goes in the navigation: a tutorial, a guide (exports nothing), or an API chapter."
+    """Where a page goes in the navigation: a tutorial, a guide (exports nothing), an API chapter (its module defines
+    names of `trainer_nb.all`, the public API), or the internals (the loop's parts, importable from their modules)."""
     if 'tutorial' in nb_path.stem: return 'Tutorials'
     src = nbs / nb_path.name
     text = src.read_text(encoding='utf-8') if src.exists() else ''
-    return 'API reference' if re.search(r'#\|\s*default_exp\s', text) else 'Guides'
+    exp = re.search(r'#\|\s*default_exp\s+([\w.]+)', text)
+    if not exp: return 'Guides'
+    return 'API reference' if exp.group(1) in public_modules() else 'Internals'
+
+
+def public_modules() -> set[str]:
+    "The modules (as `default_exp` names them: `learner`, `callback.core`) that define the names of `trainer_nb.all`."
+    import importlib
+    api = importlib.import_module('trainer_nb.all')
+    modules = {getattr(getattr(api, name), '__module__', '') for name in api.__all__}
+    return {m.removeprefix('trainer_nb.') for m in modules if m.startswith('trainer_nb.') and m != 'trainer_nb.all'}
 
 
 def toctree(sections: dict) -> str:

@@ -5,7 +5,6 @@
 # %% ../nbs/00_core.ipynb #6a600b37
 from __future__ import annotations
 
-import base64
 import datetime
 import importlib
 import numbers
@@ -21,7 +20,7 @@ import torch
 # %% auto #0
 __all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model', 'find_bs', 'is_whole',
            'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook', 'import_in_background',
-           'update_output', 'add_note', 'DeferredInterrupt', 'HeldContext', 'SingleProcess']
+           'add_note', 'DeferredInterrupt', 'HeldContext', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -127,35 +126,6 @@ def import_in_background(*modules: str) -> threading.Thread | None:
     thread = threading.Thread(target=run, name='trainer_nb imports', daemon=True)
     thread.start()
     return thread
-
-# %% ../nbs/00_core.ipynb #d6cbd09d
-def _mime_bundle(obj) -> dict | None:
-    "What IPython's formatters make of an `HTML` or a plain PNG `Image` (None for anything else)."
-    from IPython.display import HTML, Image
-    cls = type(obj)
-    if cls is HTML: return {'text/plain': '<IPython.core.display.HTML object>', 'text/html': obj.data}
-    if cls is Image and obj.format == 'png' and not (obj.width or obj.height or obj.metadata or obj.unconfined):
-        return {'text/plain': '<IPython.core.display.Image object>', 'image/png': base64.b64encode(obj.data).decode()}
-    return None
-
-def _kernel_display_pub():
-    "The running ipykernel's display publisher, if it has the stream flush that `update_output` leaves out."
-    ipython = sys.modules.get('IPython')
-    shell = ipython.get_ipython() if ipython is not None else None
-    pub = getattr(shell, 'display_pub', None)
-    return pub if callable(getattr(type(pub), '_flush_streams', None)) and in_notebook() else None
-
-def _no_flush(): pass
-
-def update_output(handle, # what `display(..., display_id=True)` returned
-                  obj, # what it shows from now on: an `HTML`, an `Image`...
-                 ):
-    "`handle.update(obj)`, without IPython's formatters nor ipykernel's flush of the streams where it can."
-    pub, data = _kernel_display_pub(), _mime_bundle(obj)
-    if pub is None or data is None or '_flush_streams' in vars(pub): return handle.update(obj)
-    pub._flush_streams = _no_flush  # (this message only: an update needs no flush)
-    try: pub.publish(data, transient={'display_id': handle.display_id}, update=True)
-    finally: del pub._flush_streams
 
 # %% ../nbs/00_core.ipynb #1407e75f
 def add_note(exc: BaseException, note: str) -> BaseException:

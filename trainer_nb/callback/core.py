@@ -17,7 +17,7 @@ __all__ = ['PHASES', 'EVENTS', 'GATED_EVENTS', 'CANCEL_EXCEPTIONS', 'DISPLAY_CAL
            'CancelValidException', 'CancelBatchException', 'CancelBackwardException', 'CancelStepException',
            'uncaught_cancel', 'stop_reason_of', 'fit_error', 'first_error', 'Callback', 'not_an_event',
            'check_event_names', 'LambdaCallback', 'as_callback_list', 'callback_note', 'timed_handler', 'Callbacks',
-           'loop_events', 'show_loop', 'SkipsIdleEvents']
+           'loop_events', 'show_loop']
 
 # %% ../../nbs/02_callback.core.ipynb #86cd93eb
 PHASES = ('fit', 'epoch', 'train', 'validate', 'batch', 'backward', 'step')
@@ -392,21 +392,3 @@ def show_loop(cbs: Callbacks, print_fn=print):
         if event.startswith('after_cancel') and not names: continue
         lines.append(f"{pad}{item:<{34 - len(pad)}} {', '.join(names) or '-'}")
     print_fn('\n'.join(lines))
-
-# %% ../../nbs/02_callback.core.ipynb #1d1f5661
-class SkipsIdleEvents:
-    "A mixin for callbacks that leave the dispatch of `idle_events` while they have nothing to do in them."
-    idle_events: tuple[str, ...] = ()  # the events left while idle
-    _idle = False
-
-    def handlers(self) -> dict:
-        "Its events, without `idle_events` while it is idle."
-        handlers = super().handlers()
-        return {e: f for e, f in handlers.items() if e not in self.idle_events} if self._idle else handlers
-
-    def set_idle(self, idle: bool):
-        "Leave `idle_events` (True) or take them back (False); the learner's tables are rebuilt if that changes them."
-        if idle == self._idle: return
-        self._idle = idle
-        callbacks = getattr(self.learn, 'callbacks', None)
-        if callbacks is not None and self in callbacks.items: callbacks.changed()

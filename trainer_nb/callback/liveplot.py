@@ -11,9 +11,9 @@ import time
 import warnings
 from pathlib import Path
 
-from .core import Callback, SkipsIdleEvents
+from .core import Callback
 from ..files import atomic_write
-from ..core import import_in_background, in_notebook, time_left, update_output
+from ..core import import_in_background, in_notebook, time_left
 from ..plotting import LiveFigure, PlotData
 
 # %% auto #0
@@ -170,7 +170,7 @@ class LivePlot:
     def _show(self, png: bytes):
         from IPython.display import Image, display
         if self._handle is None: self._handle = display(Image(data=png, format='png'), display_id=True)
-        else: update_output(self._handle, Image(data=png, format='png'))  # (cheaper than `_handle.update`)
+        else: self._handle.update(Image(data=png, format='png'))
 
 # %% ../../nbs/11_callback.liveplot.ipynb #309d5ab2
 def choose_frame(plot: LivePlot, # the fit's plot (what is new in the storage is read into it here)
@@ -209,12 +209,11 @@ def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, fi
             'elapsed': now - budget.t0}
 
 # %% ../../nbs/11_callback.liveplot.ipynb #a2ec8fe9
-class LivePlotCallback(SkipsIdleEvents, Callback):
+class LivePlotCallback(Callback):
     "Plot the storage's scalars during the fit, within a time budget; keep the final figure as a PNG and `plot.png`."
     order = 65  # after the Recorder (50) and the progress bars (60), before the writers (70)
     rank0_only = True  # in distributed training, process 0 draws
     during_lr_find = False  # lr_find's sweep is not part of the run's curves
-    idle_events = ('after_batch', 'after_validate')  # headless: only the final figure
     def __init__(self,
                  panels: dict | None = None, # panel title -> scalar names or patterns (default: `DEFAULT_PANELS`)
                  log=('losses',), # titles of the panels with a log y-axis
@@ -245,7 +244,6 @@ class LivePlotCallback(SkipsIdleEvents, Callback):
         self._start_steps, self._total_steps = state.fit_steps, state.total_steps
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         live = in_notebook() if self.notebook is None else self.notebook
-        self.set_idle(not live)
         self.plot.start(live, x_end)
         self.frames, self._first_batch = [], None
         self.budget.start(reserve=self.costs['final'])
