@@ -6,6 +6,7 @@ The same tiny MLP (32 -> 64 -> 10, batch 64, AdamW) is trained for 2000 steps, o
                metrics.json), its console output sent to a file;
   - `default_no_plot`: the same without `LivePlotCallback`, whose one cost outside the loop is the final
                `plot.png` it renders at the end of each fit (about 0.1 s);
+  - `quiet`:   a Learner with `progress=False`: the Recorder, `metrics.json` and `SaveOnStop`, no display;
   - `bare`:    a Learner with no callbacks at all;
   - `toolkit`: the default callbacks plus a one-cycle schedule (`fit_one_cycle`), `GradientClip` and
                `TerminateOnNaN`: a typical set of the training toolkit; compared with
@@ -95,10 +96,10 @@ def hand_toolkit(dl, steps, out):
     return model
 
 
-def learner(dl, steps, out, default_cbs, toolkit=False, plot=True):
+def learner(dl, steps, out, default_cbs, toolkit=False, plot=True, progress=True):
     cbs = [GradientClip(1.0), TerminateOnNaN()] if toolkit else []
     learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
-                    default_cbs=default_cbs, cbs=cbs)
+                    default_cbs=default_cbs, cbs=cbs, progress=progress)
     if not plot: learn.remove_cb('live_plot')
     with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
         if toolkit: learn.fit_one_cycle(n_steps=steps, lr_max=1e-3)
@@ -110,11 +111,12 @@ VARIANTS = {
     'hand': lambda dl, steps, out: hand(dl, steps, out),
     'default': lambda dl, steps, out: learner(dl, steps, out, True),
     'default_no_plot': lambda dl, steps, out: learner(dl, steps, out, True, plot=False),
+    'quiet': lambda dl, steps, out: learner(dl, steps, out, True, progress=False),
     'bare': lambda dl, steps, out: learner(dl, steps, out, False),
     'toolkit': lambda dl, steps, out: learner(dl, steps, out, True, toolkit=True),
     'hand_toolkit': lambda dl, steps, out: hand_toolkit(dl, steps, out),
 }
-BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
+BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'quiet': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
 
 
 def make_bert():
@@ -213,7 +215,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--rounds', type=int, default=7)
     parser.add_argument('--steps', type=int, default=2000)
-    parser.add_argument('--bert-steps', type=int, default=400, help="steps of the tiny BERT (with transformers)")
+    parser.add_argument('--bert-steps', type=int, default=400, help="steps of the tiny BERT (with transformers; 0: none)")
     parser.add_argument('--final-figure', type=int, metavar='FITS',
                         help="only time the live plot's final figure over this many 300-step fits")
     args = parser.parse_args()
@@ -239,6 +241,7 @@ def main():
         print(f"| {n} | {statistics.median(times[n]):.3f} | {base} | {statistics.median(ratios):.3f}x | "
               f"{memory[n] / 2**20:.2f} |")
     print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
+    if not args.bert_steps: return
     try: import transformers  # noqa: F401
     except ImportError: return print("\n(transformers is not installed: no tiny BERT table; pip install -e '.[dev]')")
     transformers_table(args.rounds, args.bert_steps)

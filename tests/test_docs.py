@@ -222,6 +222,38 @@ def soup(path: Path):
     return BeautifulSoup(path.read_text(encoding='utf-8'), 'html.parser')
 
 
+def test_the_title_cell_keeps_its_paragraphs():
+    "nbdev drops the first markdown cell (it becomes the title): its other paragraphs move to a cell of their own."
+    import proc_docs
+    from execnb.nbio import mk_cell
+    class Nb: cells = [mk_cell('# Title\n\n> The blurb.\n\nThe first paragraph.\n\nThe second.', 'markdown')]
+    proc_docs.split_title_cell(Nb)
+    assert [c.source for c in Nb.cells] == ['# Title\n\n> The blurb.', 'The first paragraph.\n\nThe second.']
+
+
+def _flat(text: str) -> str:
+    "Text without markup or spaces, to find a paragraph's words in a page: `the **model**` and `the model` agree."
+    text = re.sub(r'\[([^\]]*)\]\([^)]*\)', r'\1', text)  # links: their text
+    text = text.translate(str.maketrans({'\u2018': "'", '\u2019': "'", '\u201c': '"', '\u201d': '"'}))
+    return re.sub(r'[\s`*]', '', text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('path', GUIDES, ids=lambda p: p.name)
+def test_every_paragraph_of_a_guide_reaches_its_page(site, path):
+    "Each paragraph of each markdown cell of a tutorial or guide is on its page (its first words, at least)."
+    page = _flat(soup(site / nbdev_plain.page_name(path, {})).get_text(' '))
+    cells = [source(c) for c in json.loads(path.read_text(encoding='utf-8'))['cells'] if c['cell_type'] == 'markdown']
+    missing = []
+    for text in cells:
+        for para in text.split('\n\n'):
+            para = para.strip()
+            if para.startswith(('#', '>', '|', '```', '<', '!', '$')): continue  # title, blurb, tables, code, html
+            start = _flat(re.sub(r'^(-|\d+\.)\s+', '', para))[:40]  # (its first words, without spaces)
+            if len(start) >= 20 and start not in page: missing.append(para[:60])
+    assert not missing, f"{path.name}: paragraphs missing from its page: {missing}"
+
+
 @pytest.mark.slow
 def test_every_notebook_has_a_page(site):
     pages = {p.name for p in site.glob('*.html')}

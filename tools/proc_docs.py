@@ -177,6 +177,19 @@ class DocsProcs(FilterDefaults):
         return procs
 
 
+def split_title_cell(nb):
+    """Keep the paragraphs of the first markdown cell after its `# title` and `> blurb` as a cell of their own:
+    nbdev makes that cell the page's title and description, and drops the whole cell (its other paragraphs too)."""
+    first = next((c for c in nb.cells if c.cell_type == 'markdown'), None)
+    if first is None or not first.source.lstrip().startswith('# '): return
+    lines = first.source.strip().splitlines()
+    head = 1 + next((i for i, line in enumerate(lines[1:]) if line.strip() and not line.startswith('>')), len(lines) - 1)
+    rest = '\n'.join(lines[head:]).strip()
+    if not rest: return
+    first.source = '\n'.join(lines[:head]).strip()
+    nb.cells.insert(nb.cells.index(first) + 1, mk_cell(rest, 'markdown'))
+
+
 def process_notebook(src: Path, dest: Path, strict: bool = False):
     "Process one notebook for the docs, as nbdev does (in test mode: `IN_TEST=1`)."
     old = os.environ.get('IN_TEST')
@@ -185,6 +198,7 @@ def process_notebook(src: Path, dest: Path, strict: bool = False):
         with warnings.catch_warnings():
             if not strict: warnings.filterwarnings('ignore', message='Found cells containing imports')
             proc = NBProcessor(src, procs=DocsProcs(strict).procs())
+            split_title_cell(proc.nb)
             proc.process()
         dest.parent.mkdir(parents=True, exist_ok=True)
         write_nb(proc.nb, dest)

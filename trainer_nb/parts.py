@@ -119,11 +119,10 @@ def split_batch(batch, # a batch as the loader gives it
                 target_key: str | None = 'labels', # the key of the targets in a mapping batch
                ) -> tuple[tuple | dict, tuple]:
     "Inputs and targets of a batch (see the table): `(args, targets)` of a sequence, `(kwargs, targets)` of a mapping."
+    if isinstance(batch, (tuple, list)):
+        return (tuple(batch[:-1]), (batch[-1],)) if len(batch) >= 2 else (tuple(batch), ())
     if isinstance(batch, Mapping):
         return dict(batch), (batch[target_key],) if target_key in batch else ()
-    if isinstance(batch, (tuple, list)):
-        if len(batch) >= 2: return tuple(batch[:-1]), (batch[-1],)
-        return tuple(batch), ()
     return (batch,), ()
 
 def call_model(model: nn.Module, xb: tuple | dict):
