@@ -179,7 +179,7 @@ class ControlPanelCallback(Callback):
         self.routed = all([route_to_frontend_subshell(w) for w in self.buttons.values()])
         self._next = time.perf_counter()
         self.status.set('running' if self.routed else 'no_route')
-        display(self.box)
+        self._handle = display(self.box, display_id=True)
         if self.routed and self.check_after is not None:
             self._timer = threading.Timer(self.check_after, self._check_frontend)
             self._timer.daemon = True
@@ -197,6 +197,13 @@ class ControlPanelCallback(Callback):
         self.shown = False
         for w in self.buttons.values(): w.disabled = True
         self.status.end(("stopped and resumable: " if is_resumable(self.learn) else "") + fit_status(self.learn))
+        self._leave_no_widget()
+
+    def _leave_no_widget(self):
+        "The fit is over: its cell keeps no widget (saved and reopened, it would say 'model not found')."
+        from IPython.display import HTML
+        self._handle.update(HTML(''))  # (the outcome is the line under the progress table)
+        for w in [*self.buttons.values(), self.label, *self.box.children, self.box]: w.close()
 
     def _redraw(self):
         self._next = time.perf_counter() + self.every

@@ -184,10 +184,10 @@ class ProgressCallback(Callback):
         learn = self.learn
         _close(self.pbar)
         _close(self.vbar)
-        if learn.stop_reason != 'completed':
-            self._row_elapsed = time.perf_counter() - self._row_t  # a resumed fit adds to the unfinished row
+        completed = learn.stop_reason == 'completed'
+        self._row_elapsed = 0. if completed else time.perf_counter() - self._row_t  # (a resumed fit adds to the row)
+        if not completed or getattr(self.mbar, 'notes_html', None) is not None:  # (a notebook: how the fit ended)
             self.mbar.write(fit_status(learn))
-        else: self._row_elapsed = 0.
         self.mbar.on_iter_end()
         self.mbar = self.pbar = self.vbar = None
 
