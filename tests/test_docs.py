@@ -191,6 +191,19 @@ def test_tutorial_shape(path):
     assert not errors, f"{path.name} was saved with an error output"
 
 
+@pytest.mark.parametrize('path', GUIDES, ids=lambda p: p.name)
+def test_guides_are_saved_with_static_outputs(path):
+    "A fit leaves static outputs: no widget in a saved guide, and each progress table comes with its final plot."
+    nb = json.loads(path.read_text(encoding='utf-8'))
+    assert 'widgets' not in nb['metadata'], f"{path.name} keeps a widget state: run tools/exec_notebooks.sh"
+    for cell in nb['cells']:
+        outputs = cell.get('outputs', [])
+        assert not any('application/vnd.jupyter.widget-view+json' in o.get('data', {}) for o in outputs), path.name
+        assert not any('VBox(' in ''.join(o.get('data', {}).get('text/plain', '')) for o in outputs), path.name
+        if any('train_loss' in ''.join(o.get('data', {}).get('text/html', '')) for o in outputs):
+            assert any('image/png' in o.get('data', {}) for o in outputs), f"{path.name}: a table without its plot"
+
+
 @pytest.mark.parametrize('path', TUTORIALS, ids=lambda p: p.name)
 def test_tutorials_are_saved_with_a_plot(path):
     nb = json.loads(path.read_text(encoding='utf-8'))
