@@ -85,8 +85,10 @@ def test_ctrl_c_then_resume_ends_with_the_same_weights(uninterrupted, tmp_path):
     out = ''.join(seen) + rest
     assert proc.returncode == 130, (out, err)
     assert '\r' not in out and '\x1b' not in out, out
-    assert 'stopped at epoch' in out and '(interrupted)' in out, out
     command = f"python -m trainer_nb.demo --path {run} --resume"
+    # the messages name what continues the run here: the command, not learn.resume()
+    assert f"(interrupted); {command} continues it" in out and 'learn.resume()' not in out + err, (out, err)
+    assert f"Then {command} continues the fit." in out, out
     assert f"to continue: {command}" in out.splitlines(), out
     stopped = torch.load(run / 'checkpoints' / 'last.pt', weights_only=True)['fit_state']
     assert stopped['stop_reason'] == 'interrupted' and 0 < stopped['step'] < 20 * 23, stopped
@@ -108,3 +110,16 @@ def test_resume_without_checkpoint_says_so(tmp_path):
     proc = run_demo('--path', str(tmp_path / 'run'), '--resume', cwd=tmp_path)
     assert proc.returncode == 1
     assert 'nothing to resume' in proc.stderr and 'last.pt does not exist' in proc.stderr, proc.stderr
+
+
+def test_ctrl_c_before_training_exits_quietly(tmp_path):
+    "Ctrl+C while torch is still importing (or the data loading): one line on stderr, no traceback, exit 130."
+    proc = subprocess.Popen([sys.executable, '-m', 'trainer_nb.demo', '--path', str(tmp_path / 'run')],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=demo_env())
+    import time
+    time.sleep(1.0)  # (importing torch, then scikit-learn and the data, take longer than this)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip() == 'trainer_nb.demo: interrupted before training started; nothing was saved.', err
+    assert 'Traceback' not in err and 'Training an MLP' not in out, (out, err)

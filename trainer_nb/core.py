@@ -20,7 +20,7 @@ import torch
 # %% auto #0
 __all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model', 'find_bs', 'is_whole',
            'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook', 'import_in_background',
-           'add_note', 'DeferredInterrupt', 'HeldContext', 'SingleProcess']
+           'add_note', 'stop_message', 'DeferredInterrupt', 'HeldContext', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -135,12 +135,16 @@ def add_note(exc: BaseException, note: str) -> BaseException:
     return exc
 
 # %% ../nbs/00_core.ipynb #29625ba6
+def stop_message(resume_hint: str = 'learn.resume()') -> str:
+    "What a first interrupt prints: the fit stops after this batch, and `resume_hint` continues it."
+    return (f"trainer_nb: stopping after this batch; interrupt again to abort now. Then {resume_hint} continues "
+            "the fit.")
+
 class DeferredInterrupt:
     "Within `with DeferredInterrupt(on_first):`, a first SIGINT calls `on_first()`; a second raises KeyboardInterrupt."
     def __init__(self,
                  on_first, # called (from the signal handler) on the first interrupt
-                 message: str | None = "trainer_nb: stopping after this batch; interrupt again to abort now. "
-                                       "Then learn.resume() continues the fit.", # printed on the first interrupt
+                 message: str | None = stop_message(), # printed on the first interrupt
                 ):
         self.on_first, self.message = on_first, message
         self.count = 0

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
+
+def _interrupted_early(signum, frame):
+    "Ctrl+C before the fit starts (torch and the data still loading): one line, not a traceback."
+    print("\ntrainer_nb.demo: interrupted before training started; nothing was saved.", file=sys.stderr, flush=True)
+    sys.exit(130)
+
+if __name__ == '__main__': signal.signal(signal.SIGINT, _interrupted_early)  # (before the slow imports below)
 
 import torch
 from torch import nn
@@ -100,6 +108,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = demo_parser().parse_args(argv)
     learn, started = demo_learner(args), time.time()
+    learn.resume_hint = resume_command(argv)  # (what the stop messages name: this command, not learn.resume())
+    if signal.getsignal(signal.SIGINT) is _interrupted_early: signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.resume: resume_last(learn)
     else:
         print(f"Training an MLP on the 8x8 digits for {args.epochs} epochs (run folder: {learn.path})", flush=True)

@@ -24,7 +24,7 @@ from .callback.schedule import fit_flat_cos, fit_one_cycle, fit_warmup_cos, lr_f
 from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state, load_learner,
                                    restore_learner, save_learner)
 from .controls import Controls, check_stop_reason
-from .core import DeferredInterrupt, SingleProcess, default_device, to_device, unwrap_model
+from .core import DeferredInterrupt, SingleProcess, default_device, stop_message, to_device, unwrap_model
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .distributed import set_comm
 from .events import EventStorage
@@ -89,6 +89,7 @@ class Learner:
         self.valid_results = self.test_results = self.lr_find_results = None
         self.tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
         self.last_checkpoint: str | None = None  # the last checkpoint saved, and its step (the panel shows it)
+        self.resume_hint = 'learn.resume()'  # what continues a stopped fit, as messages name it (a script: its command)
         cbs = as_callback_list(cbs)
         for cb in with_defaults(cbs, progress) if default_cbs else cbs: self.add_cb(cb)
 
@@ -205,7 +206,8 @@ class Learner:
         start_state(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
         self.controls.start_fit()
         guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
-        with self.added_cbs(cbs), self.storage, DeferredInterrupt(self.request_stop), guard as self.guard:
+        interrupts = DeferredInterrupt(self.request_stop, stop_message(self.resume_hint))  # (a first one: a stop)
+        with self.added_cbs(cbs), self.storage, interrupts, guard as self.guard:
             self.in_fit = True
             try: self._fit()
             finally:

@@ -292,7 +292,7 @@ def fit_status(learn) -> str:
     if reason is None: return f"running: {where}"
     if reason == 'completed': return f"completed: {state.fit_steps} steps in this fit (step {state.step})"
     if reason == 'interrupted':
-        if is_resumable(learn): return f"stopped at {where} (interrupted); learn.resume() continues it"
-        return f"stopped at {where} (interrupted in the middle of a batch, so learn.resume() cannot continue it)"
+        if is_resumable(learn): return f"stopped at {where} (interrupted); {learn.resume_hint} continues it"
+        return f"stopped at {where} (interrupted in the middle of a batch, so {learn.resume_hint} cannot continue it)"
     if reason == 'cancelled': return f"cancelled by a callback at {where}"
     return f"stopped by an error at {where} (see the traceback)"
