@@ -13,10 +13,18 @@ from ..state import fit_status, is_resumable
 from ..core import format_seconds, import_in_background, in_notebook, time_left
 
 # %% auto #0
-__all__ = ['PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells', 'status_line', 'PanelStatus',
-           'ControlPanelCallback', 'request_control']
+__all__ = ['CLICK_ROUTE_IPYKERNEL', 'PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells',
+           'status_line', 'PanelStatus', 'ControlPanelCallback', 'request_control']
 
 # %% ../../nbs/12_callback.panel.ipynb #4dadc071
+CLICK_ROUTE_IPYKERNEL = ((7, 0), (8, 0))  # the ipykernel versions whose private routing this relies on (tested: 7.4)
+
+def _ipykernel_version() -> tuple[int, int] | None:
+    try: from ipykernel import __version__
+    except ImportError: return None
+    try: return tuple(int(p) for p in __version__.split('.')[:2])
+    except ValueError: return None
+
 def route_to_frontend_subshell(widget) -> bool:
     """Handle `widget`'s messages on the subshell the frontend sends them on (so, while a cell runs).
 
@@ -26,6 +34,8 @@ def route_to_frontend_subshell(widget) -> bool:
     changing nothing, where the kernel lacks it or has no subshells; then only a kernel interrupt reaches a
     running cell. The widget's handlers then run on the subshell's thread: they must only set flags and values.
     """
+    low, high = CLICK_ROUTE_IPYKERNEL
+    if not low <= (_ipykernel_version() or (0, 0)) < high: return False  # (another version: its internals unknown)
     comm = getattr(widget, 'comm', None)
     if comm is None or not hasattr(comm, '_reply_subshell_for'): return False
     kernel = _kernel()
@@ -77,14 +87,15 @@ def _kernel():
     return Kernel.instance() if Kernel.initialized() else None
 
 # %% ../../nbs/12_callback.panel.ipynb #a6eff84b
-_INTERRUPT_HINT = "interrupt the kernel (&#9632; in the toolbar, or I, I) to stop it after the current batch"
+_INTERRUPT_HINT = ("interrupt the kernel (&#9632; in the toolbar, or I, I) to stop it cleanly after the current batch; "
+                   "learn.resume() then continues it")
 
 PANEL_MESSAGES = {
     'running': "running",
-    'no_route': ("running. This kernel cannot receive clicks while the cell runs (it has no comm "
-                 f"subshells, ipykernel &lt; 7): {_INTERRUPT_HINT}"),
-    'no_frontend': ("running. This frontend does not send widget clicks to the kernel while a cell runs (no comm "
-                    f"subshell): {_INTERRUPT_HINT}"),
+    'no_route': ("Clicks cannot reach this running cell (the kernel has no comm subshells: ipykernel &lt; 7, as "
+                 f"on Colab), so there are no buttons: {_INTERRUPT_HINT}"),
+    'no_frontend': ("This frontend sends no widget click while a cell runs (it opened no comm subshell, as VS Code), "
+                    f"so the buttons are gone: {_INTERRUPT_HINT}"),
     'stopping': "stopping after this batch...",
     'late': ("This click reached the kernel only after the fit had ended: this frontend does not deliver widget "
              f"clicks while a cell runs. Next time, {_INTERRUPT_HINT}"),
@@ -121,31 +132,42 @@ class PanelStatus:
     "The panel's status line and its state, written by the loop, click handlers and a timer under one lock."
     def __init__(self,
                  learn, # the learner whose fit the line describes
-                 label, # the ipywidgets `HTML` that shows the line
+                 show, # `show(text)` puts the line on screen: a widget's value, or an update of a plain HTML output
                 ):
-        self.learn, self.label = learn, label
+        self.learn, self.show = learn, show
         self.state: str | None = None  # a key of PANEL_MESSAGES, 'requested', or 'ended'
+        self.text = ''  # the line shown now
         self.t0, self.lock = time.perf_counter(), threading.Lock()
+
+    def _put(self, state: str, text: str):
+        self.state, self.text = state, text
+        self.show(text)
 
     def set(self, state: str, text: str | None = None) -> bool:
         "Show `state`, with `text` or its message; False, changing nothing, once the fit has ended."
         with self.lock:
             if self.state == 'ended': return False
             if text is None: text = status_line(self.learn, self.t0) if state == 'running' else PANEL_MESSAGES[state]
-            self.state, self.label.value = state, text
+            self._put(state, text)
             return True
 
     def redraw(self):
         "The line after some progress (on the loop's thread): a request that took effect makes way for the progress."
         with self.lock:
             if self.state == 'running' or (self.state == 'requested' and not self.learn.controls.waiting):
-                self.state, self.label.value = 'running', status_line(self.learn, self.t0)
+                self._put('running', status_line(self.learn, self.t0))
             elif self.state in ('no_route', 'no_frontend'):
-                self.label.value = f"{status_line(self.learn, self.t0)}. {PANEL_MESSAGES[self.state]}"
+                self._put(self.state, f"{status_line(self.learn, self.t0)}. {PANEL_MESSAGES[self.state]}")
 
     def end(self, text: str):
         "The fit's last line."
-        with self.lock: self.state, self.label.value = 'ended', text
+        with self.lock: self._put('ended', text)
+
+    def late(self):
+        "A click that reached the kernel after the fit had ended: say why it stopped nothing."
+        with self.lock:
+            self.text = PANEL_MESSAGES['late']
+            self.show(self.text)
 
 # %% ../../nbs/12_callback.panel.ipynb #11cfae1e
 class ControlPanelCallback(Callback):
@@ -154,36 +176,49 @@ class ControlPanelCallback(Callback):
     rank0_only = True
     def __init__(self,
                  notebook: bool | None = None, # show the panel (True) or not (False); None: only in a notebook
+                 clicks: bool | None = None, # show the buttons (True) or not (False); None: where clicks can arrive
                  check_after: float = 3., # seconds into the fit to check that the frontend can deliver clicks
                  every: float = 1., # seconds between two redraws of the status line
                 ):
-        self.notebook, self.check_after, self.every = notebook, check_after, every
-        self.buttons, self.button, self.label, self.box = {}, None, None, None  # (`button`: Stop)
+        self.notebook, self.clicks, self.check_after, self.every = notebook, clicks, check_after, every
+        self.buttons, self.button, self.box = {}, None, None  # (`button`: Stop)
         self.status: PanelStatus | None = None  # the status line of the current (or last) fit
         self.routed, self.shown = False, False
         self._timer: threading.Timer | None = None
-        self._next = 0.
+        self._handle, self._row, self._next = None, None, 0.
         if notebook is not False and in_notebook(): import_in_background('ipywidgets')  # (see `import_in_background`)
 
     def before_fit(self):
         self.shown = in_notebook() if self.notebook is None else self.notebook
         if not self.shown: return
         import ipywidgets as widgets
-        from IPython.display import display
-        self.buttons, self.label = _buttons(widgets), widgets.HTML()
-        self.button, self.status = self.buttons['stop'], PanelStatus(self.learn, self.label)
-        for name in ('stop', 'stop_epoch', 'save', 'validate', 'scale'):
-            self.buttons[name].on_click(lambda b, name=name, status=self.status: self._clicked(name, b, status))
-        own = [w for w in (cb.panel_widget() for cb in self.learn.cbs if cb is not self) if w is not None]
-        self.box = widgets.VBox([widgets.HBox(list(self.buttons.values())), self.label, *own])
-        self.routed = all([route_to_frontend_subshell(w) for w in self.buttons.values()])
-        self._next = time.perf_counter()
+        from IPython.display import HTML, display
+        self.buttons = {} if self.clicks is False else _buttons(widgets)
+        self.routed = bool(self.buttons) and all([route_to_frontend_subshell(w) for w in self.buttons.values()])
+        if self.buttons and not (self.routed or self.clicks):  # no click can reach the running cell: no buttons
+            for w in self.buttons.values(): w.close()
+            self.buttons = {}
+        self.button, self._next = self.buttons.get('stop'), time.perf_counter()
+        if self.buttons: self._show_widgets(widgets, display)
+        else:  # one line of plain HTML, updated as the fit goes: it needs no widget at all
+            self._handle = display(HTML(''), display_id=True)
+            self.status = PanelStatus(self.learn, lambda text: self._handle.update(HTML(text)))
         self.status.set('running' if self.routed else 'no_route')
-        self._handle = display(self.box, display_id=True)
         if self.routed and self.check_after is not None:
             self._timer = threading.Timer(self.check_after, self._check_frontend)
             self._timer.daemon = True
             self._timer.start()
+
+    def _show_widgets(self, widgets, display):
+        "The buttons, the status line under them, then the widgets of other callbacks."
+        label = widgets.HTML()
+        self.status = PanelStatus(self.learn, lambda text: setattr(label, 'value', text))
+        for name in ('stop', 'stop_epoch', 'save', 'validate', 'scale'):
+            self.buttons[name].on_click(lambda b, name=name, status=self.status: self._clicked(name, b, status))
+        own = [w for w in (cb.panel_widget() for cb in self.learn.cbs if cb is not self) if w is not None]
+        self._row = widgets.HBox(list(self.buttons.values()))
+        self.box = widgets.VBox([self._row, label, *own])
+        self._handle = display(self.box, display_id=True)
 
     def after_batch(self):
         if self.shown and time.perf_counter() >= self._next: self._redraw()
@@ -195,7 +230,7 @@ class ControlPanelCallback(Callback):
         self._timer = None
         if not self.shown: return
         self.shown = False
-        for w in self.buttons.values(): w.disabled = True
+        for w in self.buttons.values(): w.disabled = True  # (a click from now on comes too late)
         self.status.end(("stopped and resumable: " if is_resumable(self.learn) else "") + fit_status(self.learn))
         self._leave_no_widget()
 
@@ -203,7 +238,8 @@ class ControlPanelCallback(Callback):
         "The fit is over: its cell keeps no widget (saved and reopened, it would say 'model not found')."
         from IPython.display import HTML
         self._handle.update(HTML(''))  # (the outcome is the line under the progress table)
-        for w in [*self.buttons.values(), self.label, *self.box.children, self.box]: w.close()
+        if self.box is not None:
+            for w in [*self.buttons.values(), *self.box.children, self.box]: w.close()
 
     def _redraw(self):
         self._next = time.perf_counter() + self.every
@@ -213,7 +249,7 @@ class ControlPanelCallback(Callback):
         "A click: on the frontend's subshell thread while the fit runs, so it only sets values and queues a request."
         line = None if name == 'stop' else f"{button.description}: requested, at the next batch..."
         if not status.set('stopping' if name == 'stop' else 'requested', line):  # that fit has ended
-            status.label.value = PANEL_MESSAGES['late']
+            status.late()
             return
         if name == 'stop':
             for w in self.buttons.values(): w.disabled = True
@@ -221,8 +257,10 @@ class ControlPanelCallback(Callback):
         request_control(self.learn.controls, name, self.buttons['factor'].value)  # last: see `PanelStatus`
 
     def _check_frontend(self):
-        "A few seconds in (on a timer thread): warn if the frontend has opened no subshell to send clicks on."
-        if self.status.state in ('running', 'requested') and frontend_subshells() == 0: self.status.set('no_frontend')
+        "A few seconds in (on a timer thread): if the frontend opened no subshell to send clicks on, no buttons."
+        if self.status.state not in ('running', 'requested') or frontend_subshells() != 0: return
+        self.box.children = tuple(w for w in self.box.children if w is not self._row)  # (they would do nothing)
+        self.status.set('no_frontend')
 
 # %% ../../nbs/12_callback.panel.ipynb #9a8eed60
 def request_control(controls, name: str, factor: float):
