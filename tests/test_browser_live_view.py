@@ -73,7 +73,8 @@ def write_settings(settings: Path):
 class Lab:
     "A JupyterLab server on 127.0.0.1 with a random token, serving `root`, with hermetic config folders in `state`."
     def __init__(self, root: Path, state: Path, env: dict, app: str = 'lab',  # app: 'lab' or 'notebook' (7)
-                 log: Path | None = None):  # the server's output (default: state/jupyterlab.log)
+                 log: Path | None = None,  # the server's output (default: state/jupyterlab.log)
+                 python: str = sys.executable):  # the server's Python, and so its kernels' (another environment)
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.log_path = log or state / 'jupyterlab.log'
         self.url = f"http://127.0.0.1:{self.port}"
@@ -89,7 +90,7 @@ class Lab:
             command = ['jupyterlab', *server, '--LabApp.expose_app_in_browser=True', '--LabApp.news_url=',
                        '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate']
         else: command = ['notebook', *server, '--JupyterNotebookApp.expose_app_in_browser=True']
-        self.proc = subprocess.Popen([sys.executable, '-m', *command], env=env, stdout=self.log,
+        self.proc = subprocess.Popen([python, '-m', *command], env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 60
         while True:

@@ -1,0 +1,94 @@
+"""A frontend whose clicks cannot reach a running cell: JupyterLab with a kernel of ipykernel 6 (no subshells, as on
+Colab), in a second environment that this test makes (a venv over this one's packages, with `ipykernel<7`).
+
+The fit shows its progress bars and its live plot (display updates need no click path); the panel shows no button,
+and its one line says that clicks cannot reach the cell and names the kernel interrupt and `learn.resume()`. The
+kernel interrupt (what ■ sends) stops the fit cleanly at a batch boundary, the line under the table says so, and
+`learn.resume()` in the next cell completes it.
+"""
+import re
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_browser_live_view import (CHROMIUM, Lab, browser_artifacts, element_screenshot, have_module,
+                                    launch_chromium, outputs_text, require, wait_for)
+
+SETUP = """import os, time, torch
+import ipykernel
+from trainer_nb.all import *
+from trainer_nb.demo import digits_dls, digits_model
+torch.manual_seed(0)
+learn = Learner(digits_model(), digits_dls(bs=32), torch.nn.functional.cross_entropy, lr=3e-3,
+                metrics=[accuracy], path=os.environ['TRAINER_NB_RUN_DIR'],
+                cbs=[LambdaCallback(after_batch=lambda l: time.sleep(0.02))])
+print('IPYKERNEL', ipykernel.__version__)"""
+FIT = "learn.fit(12)"
+REPORT = "print('RESULT', learn.stop_reason, learn.step, learn.fit_state.resumable)"
+RESUME = "learn.resume()\nprint('RESUMED', learn.stop_reason, learn.step)"
+
+
+@pytest.fixture(scope='module')
+def old_kernel_python(tmp_path_factory) -> str:
+    "The Python of a venv over this environment's packages, with ipykernel 6 in place of 7 (pip, from PyPI)."
+    venv = tmp_path_factory.mktemp('ipykernel6') / 'venv'
+    subprocess.run([sys.executable, '-m', 'venv', '--system-site-packages', str(venv)], check=True)
+    python = str(venv / 'bin' / 'python')
+    pip = subprocess.run([python, '-m', 'pip', 'install', '-q', '--disable-pip-version-check', 'ipykernel<7'],
+                         capture_output=True, text=True)
+    if pip.returncode: pytest.fail(f"pip install 'ipykernel<7' failed:\n{pip.stderr[-2000:]}")
+    version = subprocess.run([python, '-c', 'import ipykernel; print(ipykernel.__version__)'], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert int(version.split('.')[0]) < 7, version
+    return python
+
+
+@pytest.mark.slow
+def test_no_subshells_no_buttons_interrupt_and_resume(tmp_path, artifacts, old_kernel_python):
+    require(have_module('jupyterlab'), 'jupyterlab')
+    require(have_module('playwright'), 'the playwright Python package')
+    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+    import nbformat
+    from playwright.sync_api import sync_playwright
+    shots = browser_artifacts(artifacts)
+    root = tmp_path / 'root'
+    root.mkdir()
+    cells = [nbformat.v4.new_code_cell(c) for c in (SETUP, FIT, REPORT, RESUME)]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), root / 'old_kernel.ipynb')
+    lab = Lab(root, tmp_path / 'lab', {'TRAINER_NB_RUN_DIR': str(root / 'run')}, log=shots / 'old_kernel_lab.log',
+              python=old_kernel_python)
+    try:
+        with sync_playwright() as p:
+            browser = launch_chromium(p)
+            page = browser.new_page(viewport={'width': 1400, 'height': 1300})
+            page.goto(lab.url + f'/lab/workspaces/t{secrets.token_hex(4)}/tree/old_kernel.ipynb?reset&token={lab.token}')
+            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
+            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
+                                   "?.status === 'idle'", timeout=60_000)
+            page.click('li.lm-MenuBar-item >> text=Run')
+            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            line = wait_for(lambda: 'Clicks cannot reach this running cell' in outputs_text(page) and outputs_text(page),
+                            90, "the panel's line")
+            wait_for(lambda: page.locator('.jp-OutputArea-output img').count() > 0, 30, 'the live plot')
+            bars = page.locator('.jp-OutputArea-output progress').count()
+            buttons = page.locator('button.jupyter-button').count()
+            time.sleep(1.5)  # (a few more steps, and the panel's line redrawn)
+            element_screenshot(page, '.jp-Cell:has(progress)', shots / 'old_kernel_running.png')
+            kernel = re.search(r'"id": ?"([^"]+)"', lab.api('GET', '/api/kernels').decode()).group(1)
+            lab.api('POST', f'/api/kernels/{kernel}/interrupt')  # what the ■ button sends
+            text = wait_for(lambda: 'RESUMED' in outputs_text(page) and outputs_text(page), 120, 'the resumed fit')
+            element_screenshot(page, '.jp-OutputArea-output:has(table)', shots / 'old_kernel_stopped.png')
+            browser.close()
+    finally:
+        lab.close()
+    assert re.search(r'IPYKERNEL 6\.', text), text
+    assert buttons == 0 and bars >= 1, (buttons, bars)
+    assert 'interrupt the kernel' in line and 'learn.resume() then continues it' in line, line
+    reason, step, resumable = re.search(r'RESULT (\w+) (\d+) (\w+)', text).groups()
+    assert (reason, resumable) == ('interrupted', 'True') and 0 < int(step) < 12 * 45, text
+    assert f'(interrupted); learn.resume() continues it' in text, text  # the line under the table
+    assert re.search(r'RESUMED completed 540', text), text
