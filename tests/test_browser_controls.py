@@ -10,13 +10,12 @@ or in `$TRAINER_NB_ARTIFACTS/browser/` when that is set.
 import json
 import re
 import secrets
-import time
 from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (CHROMIUM, Lab, browser_artifacts, element_screenshot, have_module,
-                                    launch_chromium, outputs_text, require, wait_for)
+from test_browser_live_view import (Lab, require_browser, browser_artifacts, element_screenshot, launch_chromium,
+                                    outputs_text, wait_for)
 
 STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
 SETUP = """import json, os, time
@@ -60,10 +59,7 @@ PAGES = {'lab': '/lab/workspaces/t{ws}/tree/controls.ipynb?reset&token={token}',
 @pytest.mark.slow
 @pytest.mark.parametrize('app', ['lab', 'notebook'])
 def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
-    require(have_module('jupyterlab'), 'jupyterlab')
-    require(app == 'lab' or have_module('notebook'), 'notebook (Notebook 7)')
-    require(have_module('playwright'), 'the playwright Python package')
-    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+    require_browser(app)
     from playwright.sync_api import sync_playwright
     shots = browser_artifacts(artifacts)
     root = tmp_path / 'root'

@@ -44,6 +44,14 @@ def require(condition: bool, what: str):
     pytest.skip(f"{what} is missing")
 
 
+def require_browser(app: str = 'lab'):
+    "Skip (fail under CI) without what a browser test needs: JupyterLab (or Notebook 7), Playwright, Chromium."
+    require(have_module('jupyterlab'), 'jupyterlab')
+    require(app == 'lab' or have_module('notebook'), 'notebook (Notebook 7)')
+    require(have_module('playwright'), 'the playwright Python package')
+    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+
+
 def have_module(name):
     import importlib.util
     return importlib.util.find_spec(name) is not None
@@ -235,9 +243,7 @@ def browser_artifacts(artifacts: Path) -> Path:
 
 @pytest.mark.slow
 def test_run_all_watch_stop_save(tmp_path, artifacts):
-    require(have_module('jupyterlab'), 'jupyterlab')
-    require(have_module('playwright'), 'the playwright Python package')
-    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+    require_browser()
     from playwright.sync_api import sync_playwright
     import nbformat
 

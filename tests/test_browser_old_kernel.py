@@ -11,12 +11,11 @@ import secrets
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (CHROMIUM, Lab, browser_artifacts, element_screenshot, have_module,
-                                    launch_chromium, outputs_text, require, wait_for)
+from test_browser_live_view import (Lab, require_browser, browser_artifacts, element_screenshot, launch_chromium,
+                                    outputs_text, wait_for)
 
 SETUP = """import os, time, torch
 import ipykernel
@@ -49,9 +48,7 @@ def old_kernel_python(tmp_path_factory) -> str:
 
 @pytest.mark.slow
 def test_no_subshells_no_buttons_interrupt_and_resume(tmp_path, artifacts, old_kernel_python):
-    require(have_module('jupyterlab'), 'jupyterlab')
-    require(have_module('playwright'), 'the playwright Python package')
-    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+    require_browser()
     import nbformat
     from playwright.sync_api import sync_playwright
     shots = browser_artifacts(artifacts)
@@ -90,5 +87,5 @@ def test_no_subshells_no_buttons_interrupt_and_resume(tmp_path, artifacts, old_k
     assert 'interrupt the kernel' in line and 'learn.resume() then continues it' in line, line
     reason, step, resumable = re.search(r'RESULT (\w+) (\d+) (\w+)', text).groups()
     assert (reason, resumable) == ('interrupted', 'True') and 0 < int(step) < 12 * 45, text
-    assert f'(interrupted); learn.resume() continues it' in text, text  # the line under the table
+    assert '(interrupted); learn.resume() continues it' in text, text  # the line under the table
     assert re.search(r'RESUMED completed 540', text), text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (CHROMIUM, Lab, browser_artifacts, have_module, launch_chromium, outputs_text,
+from test_browser_live_view import (Lab, require_browser, browser_artifacts, have_module, launch_chromium, outputs_text,
                                     require, wait_for)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,10 +32,7 @@ def test_nbconvert_html_shows_no_widget(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize('app', ['lab', 'notebook'])
 def test_saved_tutorial_reopens_with_its_outputs(tmp_path, app, artifacts):
-    require(have_module('jupyterlab'), 'jupyterlab')
-    require(app == 'lab' or have_module('notebook'), 'notebook (Notebook 7)')
-    require(have_module('playwright'), 'the playwright Python package')
-    require(Path(CHROMIUM).exists(), f'Chromium ({CHROMIUM}; apt-get install -y chromium)')
+    require_browser(app)
     from playwright.sync_api import sync_playwright
     shots = browser_artifacts(artifacts)
     root = tmp_path / 'root'
