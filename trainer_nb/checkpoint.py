@@ -231,6 +231,6 @@ def load_learner(learn, name_or_path, weights_only_model: bool = False):
     "Load a checkpoint saved by `save`, by path or by name in the run folder (read with `weights_only=True`)."
     path = Path(name_or_path)
     if not path.is_file(): path = learn.checkpoint_path(str(name_or_path))
-    state = load_checkpoint(path)  # (on the CPU: the model and optimizer copy their tensors to their device, and
-    learn.load_state_dict(state, weights_only_model)  # the random states must stay there to be set)
+    # read on the CPU: the model and the optimizer copy their tensors to their device; the random states stay there
+    learn.load_state_dict(load_checkpoint(path), weights_only_model)
     return learn

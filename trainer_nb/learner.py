@@ -55,7 +55,7 @@ class Learner:
     def __init__(self,
                  model: nn.Module, # the model to train
                  dls, # a `DataLoaders`, a `(train, valid)` pair, or a training loader
-                 loss_func=None, # `loss_func(pred, *targets)`; not needed with `train_step` or a dict-of-losses model
+                 loss_func=None, # `loss_func(output, *targets)`; not needed with `train_step`, or an output with its loss
                  opt_func=torch.optim.AdamW, # makes the optimizer: `opt_func(params, lr=lr)`
                  lr: float = 1e-3, # learning rate
                  metrics=None, # functions `f(preds, targets)` or objects with reset/update/compute
