@@ -2,6 +2,7 @@
 Then Ctrl+C (a real SIGINT) and `--resume`, which must end with the weights of a run never interrupted."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ def test_digits_demo_reaches_95_percent(uninterrupted):
     # the epoch table, one row per epoch
     assert 'epoch' in out and 'train_loss' in out and 'valid_loss' in out and 'accuracy' in out
     rows = epoch_rows(out)
-    assert [r[0] for r in rows] == [str(i) for i in range(20)]
+    assert [r[0] for r in rows] == [str(i) for i in range(1, 21)]
     # metrics.json: one line per write, the last validation above 0.95
     records = [json.loads(l) for l in (run / 'metrics.json').read_text().splitlines()]
     accuracies = [r['valid/accuracy'] for r in records if 'valid/accuracy' in r]
@@ -76,10 +77,10 @@ def test_ctrl_c_then_resume_ends_with_the_same_weights(uninterrupted, tmp_path):
     proc = subprocess.Popen([sys.executable, '-m', 'trainer_nb.demo', '--path', str(run)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=demo_env())
     seen = []
-    for line in proc.stdout:  # the demo flushes each line: the first row comes when epoch 0 ends
+    for line in proc.stdout:  # the demo flushes each line: the first row comes when the first epoch ends
         seen.append(line)
-        if line.split()[:1] == ['0']:
-            proc.send_signal(signal.SIGINT)  # Ctrl+C, once, early in epoch 1 (19 epochs to go)
+        if line.split()[:1] == ['1']:
+            proc.send_signal(signal.SIGINT)  # Ctrl+C, once, early in the second epoch (19 epochs to go)
             break
     rest, err = proc.communicate(timeout=300)
     out = ''.join(seen) + rest
@@ -90,6 +91,7 @@ def test_ctrl_c_then_resume_ends_with_the_same_weights(uninterrupted, tmp_path):
     assert f"(interrupted); {command} continues it" in out and 'learn.resume()' not in out + err, (out, err)
     assert f"Then {command} continues the fit." in out, out
     assert f"to continue: {command}" in out.splitlines(), out
+    assert re.search(r"stopped at epoch 2/20, batch \d+/23, step \d+ \(interrupted\)", out), out  # as the bar counts
     stopped = torch.load(run / 'checkpoints' / 'last.pt', weights_only=True)['fit_state']
     assert stopped['stop_reason'] == 'interrupted' and 0 < stopped['step'] < 20 * 23, stopped
     assert not (run / 'checkpoints' / 'final.pt').exists()
@@ -98,7 +100,7 @@ def test_ctrl_c_then_resume_ends_with_the_same_weights(uninterrupted, tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert '\r' not in resumed.stdout and '\x1b' not in resumed.stdout
     # the two processes print the table together: each epoch once (the stopped epoch's row after the resume)
-    assert [r[0] for r in epoch_rows(out) + epoch_rows(resumed.stdout)] == [str(i) for i in range(20)]
+    assert [r[0] for r in epoch_rows(out) + epoch_rows(resumed.stdout)] == [str(i) for i in range(1, 21)]
     final, expected = model_weights(run, 'final'), model_weights(reference, 'final')
     assert list(final) == list(expected)
     assert [k for k in final if not torch.equal(final[k], expected[k])] == []  # bit for bit

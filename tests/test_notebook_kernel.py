@@ -125,8 +125,8 @@ def test_stop_click_on_a_subshell_stops_the_running_fit(tmp_path, monkeypatch):
     values = label_values(updates, label)
     stopping = [t for t, v in values if v.startswith('stopping after this batch')]
     assert stopping and stopping[0] < ended, values  # handled while the cell was running
-    assert values[-1][1].startswith(f'stopped and resumable: stopped at epoch {epoch}, batch {epoch_iter}, '
-                                    f'step {steps}'), values
+    assert values[-1][1].startswith(f'stopped and resumable: stopped at epoch {epoch + 1}/100, '
+                                    f'batch {epoch_iter}/{STEPS_PER_EPOCH}, step {steps}'), values
     assert not any('sends no widget click' in v for _, v in values)  # the frontend had a subshell
 
 
@@ -159,16 +159,18 @@ def test_display_imports_start_when_the_learner_is_made(tmp_path):
             "import sys, time, torch\n"
             "from torch.utils.data import DataLoader, TensorDataset\n"
             "from trainer_nb.learner import Learner\n"
-            "names = ('matplotlib.figure', 'ipywidgets', 'fastprogress.fastprogress')\n"
+            "names = ('matplotlib.figure', 'ipywidgets')\n"
             "before = [n in sys.modules for n in names]\n"
             "dl = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4)\n"
             "learn = Learner(torch.nn.Linear(2, 1), dl, torch.nn.functional.mse_loss, path='run')\n"
             "deadline = time.time() + 60\n"
             "while not all(n in sys.modules for n in names) and time.time() < deadline: time.sleep(0.05)\n"
-            "print('BEFORE', before, 'AFTER', [n in sys.modules for n in names])\n")
+            "print('BEFORE', before, 'AFTER', [n in sys.modules for n in names])\n"
+            "print('fastprogress imported:', 'fastprogress' in sys.modules)\n")
     finally:
         kernel.close()
-    assert 'BEFORE [False, False, False] AFTER [True, True, True]' in out, out
+    assert 'BEFORE [False, False] AFTER [True, True]' in out, out
+    assert 'fastprogress imported: False' in out, out  # (the notebook's bars are trainer_nb's own)
 
 
 def test_the_installed_ipykernel_is_one_the_click_route_is_made_for():
@@ -184,3 +186,51 @@ def test_the_installed_ipykernel_is_one_the_click_route_is_made_for():
     assert low <= _ipykernel_version() < high, ipykernel.__version__
     assert callable(getattr(Comm, '_reply_subshell_for', None)) and callable(getattr(Kernel, '_publish_status', None))
     assert hasattr(Kernel, '_supports_kernel_subshells')
+
+
+# --- The three live views keep up with the fit and with each other ---
+
+def live_views(kernel, cell):
+    "Run `cell`; return, in arrival order, (time, view, step) for each update of the bar, status line and plot."
+    seen = []
+
+    def on_message(msg):
+        kind, content, now = msg['msg_type'], msg['content'], time.time()
+        if kind == 'update_display_data':
+            data = content['data']
+            if 'image/png' in data: seen.append((now, 'plot', None))
+            bar = re.search(r'epoch (\d+)/\d+ <progress value="(\d+)"', data.get('text/html', ''))
+            if bar: seen.append((now, 'bar', (int(bar[1]) - 1) * STEPS_PER_EPOCH + int(bar[2])))
+        elif kind == 'comm_msg':
+            status = re.match(r'step (\d+)/', content['data'].get('state', {}).get('value', ''))
+            if status: seen.append((now, 'status', int(status[1])))
+
+    kernel.collect(kernel.kc.execute(cell), timeout=120, on_message=on_message)
+    return seen
+
+
+@pytest.mark.slow
+def test_bar_status_line_and_plot_agree_within_a_second(tmp_path, monkeypatch):
+    """While a short fit runs (about 4 s), the batch bar, the panel's status line and the live plot each update at
+    least every second or so, the bar and the status line show steps within a second of each other, and the
+    plot's last frame comes after the last batch: the final frame is the fit's end."""
+    notebook_env(monkeypatch, tmp_path, epochs=4, step_delay=0.015)
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.run(cell_sources()[0])
+        seen = live_views(kernel, cell_sources()[1])
+    finally:
+        kernel.close()
+    by_view = {v: [(t, s) for t, view, s in seen if view == v] for v in ('bar', 'status', 'plot')}
+    bars, statuses, plots = by_view['bar'], by_view['status'], by_view['plot']
+    assert len(bars) > 8 and len(statuses) > 8 and len(plots) >= 3, {v: len(x) for v, x in by_view.items()}
+    assert bars[-1][1] == 4 * STEPS_PER_EPOCH  # the bar shows the last batch
+    start, end = bars[0][0], bars[-1][0]
+    rate = (bars[-1][1] - bars[0][1]) / (end - start)  # steps a second
+    for name, updates in by_view.items():  # each view keeps moving: no gap of more than ~1 s (a second of slack)
+        times = [t for t, _ in updates if start <= t <= end]
+        assert max(b - a for a, b in zip(times, times[1:])) < 2., (name, times)
+    for t, step in bars:  # the status line shown when the bar moved is within a second of it
+        shown = [s for ts, s in statuses if ts <= t]
+        if shown: assert abs(step - shown[-1]) <= rate * 1. + 2, (t, step, shown[-1], rate)
+    assert plots[-1][0] >= bars[-1][0]  # the plot's final frame comes after the last batch's bar

@@ -31,11 +31,11 @@ def test_terminal_text_progress_and_plot_file(tmp_path, runner):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.replace('\r', '\n')
     lines = [l.split() for l in out.splitlines() if l.strip()]
-    headers = [l for l in lines if l[0] == 'epoch']
+    headers = [l for l in lines if l[0] == 'epoch' and '/' not in l[1]]  # (not a bar: 'epoch 1/2 |██--|')
     assert headers == [['epoch', 'train_loss', 'valid_loss', 'time']]  # the second fit stops before its first row
     rows = [l for l in lines if l[0].isdigit()]
-    assert [r[0] for r in rows] == ['0', '1']
-    assert 'stopped at epoch 0, batch 4, step 20 (interrupted)' in out
+    assert [r[0] for r in rows] == ['1', '2']
+    assert 'stopped at epoch 1/3, batch 4/8, step 20 (interrupted)' in out
     assert '<div' not in out and '<table' not in out  # no HTML
     assert 'STOP interrupted 20 None 0' in out  # no panel, no live redraw
     assert "MODULES []" in out, out

@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from .core import in_notebook
 from .data import DataLoaders
 from .learner import Learner
+from .state import epoch_label
 from .metrics import accuracy
 
 # %% auto #0
@@ -77,8 +78,7 @@ def resume_last(learn: Learner):
                          "when a run is interrupted with Ctrl+C).")
     learn.load('last')
     state = learn.fit_state
-    print(f"Resuming {path} at epoch {state.epoch}, batch {state.epoch_iter}, step {state.step} "
-          f"(of {state.n_epochs} epochs)", flush=True)
+    print(f"Resuming {path} at {epoch_label(state)}, batch {state.epoch_iter}, step {state.step}", flush=True)
     learn.resume()
 
 def resume_command(argv: list[str]) -> str:

@@ -16,7 +16,7 @@ from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, repla
 # %% auto #0
 __all__ = ['FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state', 'match_world',
            'start_state', 'rng_states', 'set_rng_states', 'restored_rng', 'StopPoint', 'is_resumable',
-           'check_resumable', 'fit_position', 'fit_status']
+           'check_resumable', 'epoch_label', 'fit_position', 'fit_status']
 
 # %% ../nbs/03b_state.ipynb #c3d38467
 class FitState:
@@ -278,17 +278,23 @@ def check_resumable(state: FitState):
                            "it cannot continue exactly. Load a checkpoint taken at a batch boundary "
                            "(learn.load('last')) and resume, or start a new fit with learn.fit(...).")
 
+def epoch_label(state: FitState) -> str:
+    "The running epoch as bars and messages name it: counted from 1, out of the fit's epochs ('epoch 3/5')."
+    return f"epoch {state.epoch + 1}" + (f"/{state.n_epochs}" if state.n_epochs else '')
+
 def fit_position(learn) -> str:
     "Where the running fit of `learn` is, in words: the note on an error that ends it (see `fit_error`)."
     state = learn.fit_state
-    where = f"batch {state.iter} of {'training' if learn.training else 'validation'}" if learn.dl is not None else "before any batch"
-    return f"epoch {state.epoch}, {where}, after {state.fit_steps} optimizer steps"
+    phase = 'training' if learn.training else 'validation'
+    where = f"{phase} batch {state.iter + 1}" if learn.dl is not None else "before any batch"
+    return f"{epoch_label(state)}, {where}, after {state.fit_steps} optimizer steps"
 
 def fit_status(learn) -> str:
     "One line on how the last fit ended and where."
     state = learn.fit_state
     reason = state.stop_reason
-    where = f"epoch {state.epoch}, batch {state.epoch_iter}, step {state.step}"
+    batches = f"/{state.batches_per_epoch}" if state.batches_per_epoch else ''
+    where = f"{epoch_label(state)}, batch {state.epoch_iter}{batches}, step {state.step}"
     if reason is None: return f"running: {where}"
     if reason == 'completed': return f"completed: {state.fit_steps} steps in this fit (step {state.step})"
     if reason == 'interrupted':

@@ -9,7 +9,7 @@ import threading
 import time
 
 from .core import Callback
-from ..state import fit_status, is_resumable
+from ..state import epoch_label, fit_status, is_resumable
 from ..core import format_seconds, import_in_background, in_notebook, time_left
 
 # %% auto #0
@@ -120,7 +120,7 @@ def status_line(learn, t0: float) -> str:
     state = learn.fit_state
     total, done = state.total_steps, state.fit_steps
     parts = [f"step {state.step}" + (f"/{state.final_step}" if total else ''),
-             f"epoch {state.epoch + 1}" + (f"/{state.n_epochs}" if state.n_epochs else '')]
+             epoch_label(state)]
     left = time_left(time.perf_counter() - t0, done, total)
     if left is not None: parts.append(f"ETA {format_seconds(left)}")
     if learn.last_checkpoint is not None: parts.append(f"last checkpoint {learn.last_checkpoint}")
@@ -178,7 +178,7 @@ class ControlPanelCallback(Callback):
                  notebook: bool | None = None, # show the panel (True) or not (False); None: only in a notebook
                  clicks: bool | None = None, # show the buttons (True) or not (False); None: where clicks can arrive
                  check_after: float = 3., # seconds into the fit to check that the frontend can deliver clicks
-                 every: float = 1., # seconds between two redraws of the status line
+                 every: float = 0.25, # seconds between two redraws of the status line (as often as the bars)
                 ):
         self.notebook, self.clicks, self.check_after, self.every = notebook, clicks, check_after, every
         self.buttons, self.button, self.box = {}, None, None  # (`button`: Stop)

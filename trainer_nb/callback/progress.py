@@ -10,8 +10,8 @@ import sys
 import time
 
 from .core import Callback
-from ..core import import_in_background, in_notebook
-from ..state import fit_status
+from ..core import in_notebook
+from ..state import epoch_label, fit_status
 
 # %% auto #0
 __all__ = ['ProgressCallback']
@@ -25,36 +25,94 @@ def _bar_total(dl):
     try: return len(dl)
     except TypeError: return 'noinfer'
 
-def _notebook_master_bar(n: int):
-    "fastprogress's notebook master bar over `n` epochs, with the table in an output of its own."
-    from fastprogress.fastprogress import NBMasterBar
-    from fasthtml.common import Div, to_xml
-    from IPython.display import HTML, display
+def _format_time(seconds: float) -> str:
+    seconds = int(seconds)
+    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
-    class SplitMasterBar(NBMasterBar):
-        def on_iter_begin(self):
-            super().on_iter_begin()  # the bars' output
-            self.table_out = display(HTML(''), display_id=True)  # the table's, under it
-            self.rows_html: list[str] = []  # the table's rows, rendered once each
-            self.notes_html: list[str] = []  # lines under the table
+class _HTMLBar:
+    "A bar of the notebook display: a count out of a total, with a prefix before it and a comment after it."
+    def __init__(self,
+                 gen=None, # (unused: fastprogress's bars take an iterable first)
+                 total: int | str | None = None, # the count at the end; 'noinfer' or None: not known
+                 parent: '_HTMLMasterBar | None' = None, # the master bar that draws this one
+                 prefix: str = '', # what the bar is, before it ('epoch 3/5')
+                ):
+        self.total = None if total == 'noinfer' else total
+        self.parent, self.prefix, self.comment = parent, prefix, ''
+        self.last_v: int | None = None
+        self._began = self._t0 = time.perf_counter()
+        self._v0, self._fresh = 0, True
+        if parent is not None: parent.add_child(self)
 
-        def show(self):  # the bars only (fastprogress's shows the table too)
-            bars = [getattr(b, 'progress', None) or b for b in (self.inner_dict.get('pb1'), self.inner_dict.get('pb2'))
-                    if b is not None]
-            if hasattr(self, 'out'): self.out.update(HTML(to_xml(Div(*bars))))  # one HTML, not FT's three reprs
+    def update(self, val: int):
+        "Move the bar to `val` and redraw the display."
+        now = time.perf_counter()
+        if self.last_v is None or val == 0: self._began, self._fresh = now, True
+        if self._fresh:  # the rate counts from the first value after the start (a resumed bar starts part-way)
+            self._t0, self._v0, self._fresh = now, val, val == 0
+        self.last_v = val
+        if self.parent is not None: self.parent.show()
 
-        def write(self, line, table: bool = False):
-            if table: self.rows_html.append(_html_row(line, 'th' if not self.rows_html else 'td'))
-            else: self.notes_html.append(f"<p>{html.escape(str(line))}</p>")
-            head, body = self.rows_html[:1], self.rows_html[1:]
-            table_html = (f'<table class="fastprogress"><thead>{"".join(head)}</thead><tbody>{"".join(body)}</tbody>'
-                          '</table>') if head else ''
-            self.table_out.update(HTML(f"<div>{table_html}{''.join(self.notes_html)}</div>"))
+    def text(self) -> str:
+        "What the bar says after it, as fastprogress does: '52.17% [12/23 00:01<00:01 0.4312]'."
+        val, total, now = self.last_v or 0, self.total, time.perf_counter()
+        rate = (val - self._v0) / (now - self._t0) if val > self._v0 and now > self._t0 else None
+        left = _format_time((total - val) / rate) if total and rate else '?'
+        pct = f"{100 * val / total:.2f}% " if total else ''
+        comment = f" {self.comment}" if self.comment else ''
+        return f"{pct}[{val}/{total or '?'} {_format_time(now - self._began)}<{left}{comment}]"
 
-        def on_iter_end(self):  # remove the bars; the table stays (and no pyplot import)
-            if hasattr(self, 'out'): self.out.update(HTML(''))
+    def html(self) -> str:
+        value = f' value="{self.last_v or 0}" max="{self.total}"' if self.total else ''
+        prefix = f"{html.escape(self.prefix)} " if self.prefix else ''
+        return (f'<div>{prefix}<progress{value} style="width:300px;height:20px;vertical-align:middle"></progress> '
+                f'{html.escape(self.text())}</div>')
 
-    return SplitMasterBar(range(n), total=n)
+    def on_iter_end(self):
+        "The bar's phase ended (its final value is drawn first)."
+        if self.parent is not None: self.parent.show()
+        self.last_v = None
+
+class _HTMLMasterBar:
+    "The notebook display: the epoch bar and the phase's bar in one HTML output, the table in another under it."
+    pcls = _HTMLBar  # the bars of the training and validation phases
+    def __init__(self,
+                 total: int, # the epochs of the fit
+                ):
+        from IPython.display import HTML, display
+        self._HTML = HTML
+        self.main_bar = _HTMLBar(total=total, prefix='epochs')
+        self.main_bar.parent = self
+        self.child: _HTMLBar | None = None
+        self.out = display(HTML(''), display_id=True)  # the bars...
+        self.table_out = display(HTML(''), display_id=True)  # ...and the table, under them
+        self.rows_html: list[str] = []  # the table's rows, rendered once each
+        self.notes_html: list[str] = []  # lines under the table
+
+    def update(self, val: int): self.main_bar.update(val)
+    def add_child(self, child: _HTMLBar): self.child = child
+
+    def show(self):
+        "Redraw the bars: the epoch bar, then the running phase's."
+        bars = [self.main_bar] + ([self.child] if self.child is not None and self.child.last_v is not None else [])
+        self.out.update(self._HTML(''.join(bar.html() for bar in bars)))
+
+    def write(self,
+              line, # a row of the table (a list of strings), or a note (a string)
+              table: bool = False, # `line` is a row of the table; the first row names the columns
+             ):
+        "Add a row to the table, or a line under it, and redraw the table's output (each row is rendered once)."
+        if table: self.rows_html.append(_html_row(line, 'th' if not self.rows_html else 'td'))
+        else: self.notes_html.append(f"<p>{html.escape(str(line))}</p>")
+        head, body = self.rows_html[:1], self.rows_html[1:]
+        table_html = (f'<table class="trainer-nb"><thead>{"".join(head)}</thead><tbody>{"".join(body)}</tbody>'
+                      '</table>') if head else ''
+        self.table_out.update(self._HTML(f"<div>{table_html}{''.join(self.notes_html)}</div>"))
+
+    def on_iter_end(self):
+        "The fit ended: the bars go, the table stays."
+        self.out.update(self._HTML(''))
 
 def _html_row(cells, tag: str) -> str:
     return '<tr>' + ''.join(f'<{tag}>{html.escape(str(c))}</{tag}>' for c in cells) + '</tr>'
@@ -88,8 +146,9 @@ class _LinesMasterBar(_NoBar):
             line = '  '.join(str(cell).ljust(width) for cell, width in zip(line, self.widths)).rstrip()
         print(line, flush=True)  # sys.stdout when written: a pipe (`| tee train.log`) gets each line at once
 
-def _close(bar):
-    "End a child bar that stopped before its total (a cancelled phase, or the end of a step-based fit)."
+def _close(bar, at: int | None = None):
+    "End a child bar, after moving it to `at` batches (fastprogress's text bar ends itself when it reaches its total)."
+    if bar is not None and bar.last_v is not None and at is not None and at != bar.last_v: bar.update(at)
     if bar is not None and bar.last_v is not None: bar.on_iter_end()
 
 def _is_terminal(stream) -> bool:
@@ -103,18 +162,13 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     in_nb = in_notebook()
     if bars is None: bars = notebook is True or in_nb or _is_terminal(sys.stdout)  # (`stdout` of the moment)
     if not bars: return _LinesMasterBar(n)
-    if in_nb if notebook is None else notebook: return _notebook_master_bar(n)
+    if in_nb if notebook is None else notebook: return _HTMLMasterBar(n)
     from fastprogress.fastprogress import ConsoleMasterBar
     return ConsoleMasterBar(range(n), total=n)
 
 # %% ../../nbs/10_callback.progress.ipynb #ed3df989
-def _format_time(seconds: float) -> str:
-    seconds = int(seconds)
-    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
-
 class ProgressCallback(Callback):
-    "Progress bars and a results table (fastprogress), read from `learn.storage`; plain lines in a file or pipe."
+    "Progress bars and a results table, read from `learn.storage`: HTML in a notebook, text in a terminal or a pipe."
     order = 60  # after the Recorder, so that each row sees what was just logged
     rank0_only = True  # in distributed training, process 0 shows the progress
     def __init__(self,
@@ -127,7 +181,6 @@ class ProgressCallback(Callback):
         self.mbar = self.pbar = self.vbar = None
         self.columns: list[str] | None = None
         self._marks, self._row_elapsed = {}, 0.  # (each history's count at the last row; an unfinished row's time)
-        if notebook is not False and bars is not False and in_notebook(): import_in_background('fastprogress.fastprogress')
 
     def before_fit(self):
         learn = self.learn
@@ -142,10 +195,12 @@ class ProgressCallback(Callback):
     def before_train(self): self.pbar = self._child_bar(self.learn.fit_state.epoch_iter)
 
     def before_validate(self):
-        if self.mbar is not None and self.learn.in_fit: self.vbar = self._child_bar(0)
+        if self.mbar is not None and self.learn.in_fit: self.vbar = self._child_bar(0, ' valid')
 
-    def _child_bar(self, start: int):
+    def _child_bar(self, start: int, phase: str = ''):
+        "The bar of a phase, from its `start` batch, named as the messages name the epoch: 'epoch 3/5'."
         bar = self.mbar.pcls(range(0), total=_bar_total(self.learn.dl), parent=self.mbar)
+        bar.prefix = epoch_label(self.learn.fit_state) + phase  # (fastprogress's own says 'Epoch 3/5 :')
         bar.update(0)
         if start: bar.update(start)
         self._bar_t = time.perf_counter() + self.bar_every
@@ -166,7 +221,7 @@ class ProgressCallback(Callback):
             if history is not None and history.count: self.pbar.comment = f"{history.median(20):.4f}"
         self.pbar.update(learn.iter + 1)
 
-    def after_train(self): _close(self.pbar)
+    def after_train(self): _close(self.pbar, self.learn.fit_state.epoch_iter)  # (the bar shows the last batch too)
 
     def after_validate(self):
         learn = self.learn
@@ -216,7 +271,7 @@ class ProgressCallback(Callback):
     def row_values(self) -> dict:
         "The values of the next row, by column name."
         learn = self.learn
-        row = {'epoch': learn.epoch}
+        row = {'epoch': learn.epoch + 1}  # (counted from 1, as the bars and messages count)
         if learn.fit_state.n_steps is not None: row['step'] = learn.step
         histories = learn.storage.histories()
         train = histories.get('train/loss')

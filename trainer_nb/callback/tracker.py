@@ -12,6 +12,7 @@ import torch
 from .core import Callback, CancelBatchException, CancelFitException
 from .recorder import Recorder
 from ..core import is_whole
+from ..state import epoch_label
 
 # %% auto #0
 __all__ = ['has_recorder', 'logged_names', 'improved', 'check_monitor', 'TerminateOnNaN', 'TrackerCallback', 'EarlyStopping',
@@ -58,8 +59,8 @@ class TerminateOnNaN(Callback):
         learn = self.learn
         if learn.loss is not None and not torch.isfinite(learn.loss):
             state = learn.fit_state
-            self.message = (f"TerminateOnNaN: the loss is {float(learn.loss)} at step {learn.step} (epoch {state.epoch}, "
-                            f"batch {state.iter}): skipping its update and stopping the fit.")
+            self.message = (f"TerminateOnNaN: the loss is {float(learn.loss)} at step {learn.step} ({epoch_label(state)}, "
+                            f"batch {state.iter + 1}): skipping its update and stopping the fit.")
             self.print_fn(self.message)
             learn.request_stop('cancelled')  # at the end of this batch, and on every process together
             raise CancelBatchException  # before the backward pass: the NaN never reaches the weights
