@@ -84,7 +84,7 @@ class Interrupter(Callback):
 
 def history(learn):
     "The storage without timings: {name: [(value, iter), ...]}."
-    return {n: h.values() for n, h in learn.storage.histories().items() if not n.startswith('time/')}
+    return {n: h.values() for n, h in learn.storage.histories().items() if not n.startswith(('time/', 'perf/'))}
 
 
 def assert_same_run(a, b):

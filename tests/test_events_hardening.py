@@ -119,7 +119,7 @@ def test_smoothed_is_the_median_of_the_window_ending_at_each_value():
 
 # --- metrics.json from real fits ---
 
-def expected_records(storage, window: int = WINDOW, skip=('time/',)) -> list[dict]:
+def expected_records(storage, window: int = WINDOW, skip=('time/', 'perf/')) -> list[dict]:
     "What metrics.json must hold, worked out from the storage's histories independently of the writers."
     hints, by_iter = storage.smoothing_hints(), {}
     for name, history in storage.histories().items():
@@ -133,7 +133,7 @@ def expected_records(storage, window: int = WINDOW, skip=('time/',)) -> list[dic
 
 def without_times(records: list[dict]) -> list[dict]:
     "Records without the timings, which differ from one run to the next."
-    return [{k: v for k, v in r.items() if not k.startswith('time/')} for r in records]
+    return [{k: v for k, v in r.items() if not k.startswith(('time/', 'perf/'))} for r in records]
 
 
 def writer_learner(path, n_valid=64, log_every=5, cbs=(), window=WINDOW):

@@ -81,7 +81,7 @@ def reference(tmp_path_factory):
 
 
 def without_times(records: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if not k.startswith('time/')} for r in records]
+    return [{k: v for k, v in r.items() if not k.startswith(('time/', 'perf/'))} for r in records]
 
 
 def assert_same_metrics_file(run_path: Path, reference) -> None:

@@ -207,7 +207,7 @@ def draw_stops(rng, total_steps):
 def storage_history(learn):
     "The storage without timings, and without the stops (the reference never stopped)."
     return {n: h.values() for n, h in learn.storage.histories().items()
-            if not n.startswith('time/') and n != 'control/stop'}
+            if not n.startswith(('time/', 'perf/')) and n != 'control/stop'}
 
 
 def assert_same_end(ref, learn, what):

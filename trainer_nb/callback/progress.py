@@ -163,8 +163,10 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     if bars is None: bars = notebook is True or in_nb or _is_terminal(sys.stdout)  # (`stdout` of the moment)
     if not bars: return _LinesMasterBar(n)
     if in_nb if notebook is None else notebook: return _HTMLMasterBar(n)
-    from fastprogress.fastprogress import ConsoleMasterBar
-    return ConsoleMasterBar(range(n), total=n)
+    from fastprogress.fastprogress import ConsoleMasterBar, ConsoleProgressBar
+    mbar = ConsoleMasterBar(range(n), total=n)
+    mbar.pcls = ConsoleProgressBar  # the class of its phases' bars (which fastprogress 1.0 does not name)
+    return mbar
 
 # %% ../../nbs/10_callback.progress.ipynb #ed3df989
 class ProgressCallback(Callback):

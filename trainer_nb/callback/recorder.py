@@ -5,7 +5,10 @@
 # %% ../../nbs/05_callback.recorder.ipynb #b38b5a4b
 from __future__ import annotations
 
+import sys
 import time
+
+import torch
 
 from .core import Callback
 from ..core import whole_number
@@ -14,7 +17,7 @@ from ..files import check_writable
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
-__all__ = ['Recorder', 'WriterCallback']
+__all__ = ['Recorder', 'peak_rss_mb', 'Throughput', 'WriterCallback']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
 _ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
@@ -88,6 +91,50 @@ class Recorder(Callback):
         return {'acc_loss': self._acc_loss, 'acc_parts': dict(self._acc_parts), 'acc_n': self._acc_n}
     def load_state_dict(self, state: dict):
         self._acc_loss, self._acc_parts, self._acc_n = state['acc_loss'], dict(state['acc_parts']), state['acc_n']
+
+# %% ../../nbs/05_callback.recorder.ipynb #bdc61dff
+def peak_rss_mb() -> float | None:
+    "The peak resident memory of this process, in MB (None where the `resource` module is missing: Windows)."
+    try: import resource
+    except ImportError: return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == 'darwin' else peak / 2**10  # (bytes on macOS, kilobytes on Linux)
+
+class Throughput(Callback):
+    "Every `every` seconds of training, log samples a second, data and compute time a step, and peak memory."
+    order = 51  # right after the Recorder, whose times and sample counts it reads
+    during_lr_find = False
+    def __init__(self,
+                 every: float = 2., # seconds between two logs
+                ):
+        self.every = every
+        self._next, self._mark = 0., None  # when the next log is due; (time, samples, time/step count) at the last
+
+    def before_fit(self):
+        self._next, self._mark = time.perf_counter() + self.every, None
+
+    def after_batch(self):
+        if not self.learn.training or time.perf_counter() < self._next: return  # most batches: one clock read
+        self.log()
+
+    def log(self):
+        "Log the throughput since the last look, and the peak memory, at the storage's step."
+        learn, now = self.learn, time.perf_counter()
+        self._next = now + self.every
+        histories = learn.storage.histories()
+        step, data = histories.get('time/step'), histories.get('time/data')
+        mark, self._mark = self._mark, (now, learn.fit_state.samples, step.count if step is not None else 0)
+        if mark is None or step is None or step.count <= mark[2]: return  # (the first look sets the window's start)
+        put = learn.storage.put_scalar
+        n = min(step.count - mark[2], len(step))  # the steps in the window (as far as the buffers reach)
+        put('perf/samples_per_s', (learn.fit_state.samples - mark[1]) / (now - mark[0]), smoothing_hint=False)
+        data_s = data.avg(n) if data is not None else 0.
+        put('perf/data_ms', 1e3 * data_s, smoothing_hint=False)
+        put('perf/compute_ms', 1e3 * (step.avg(n) - data_s), smoothing_hint=False)
+        rss = peak_rss_mb()
+        if rss is not None: put('perf/rss_mb', rss, smoothing_hint=False)
+        device = learn.device
+        if device.type == 'cuda': put('perf/cuda_mb', torch.cuda.max_memory_allocated(device) / 2**20, smoothing_hint=False)
 
 # %% ../../nbs/05_callback.recorder.ipynb #a4110225
 class WriterCallback(Callback):
