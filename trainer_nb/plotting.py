@@ -97,6 +97,7 @@ class PlotData:
         unknown = [t for t in log if t not in self.panels]
         if unknown: raise ValueError(f"log names panels {unknown} that do not exist; the panels are {list(self.panels)}.")
         self.log, self.smooth, self.max_points = tuple(log), smooth, max_points
+        self.references: dict[str, dict[str, Curve]] = {}  # run label -> its curves, drawn in grey behind
         self.reset()
 
     def reset(self):
@@ -131,11 +132,23 @@ class PlotData:
             curve.seen = len(values)
         return self._arrange()
 
+    def set_references(self,
+                       runs: dict, # run label -> {name: (steps, values)}: the curves of other runs
+                       smoothed=(), # the names drawn with a moving average
+                      ):
+        "Curves of other runs, drawn in grey behind these on the panels that show the same names."
+        self.references = {}
+        for label, series in runs.items():
+            curves = {name: Curve(self.smooth if name in smoothed else 0., self.max_points) for name in series}
+            for name, (steps, values) in series.items(): curves[name].add(zip(values, steps))
+            self.references[label] = {name: c for name, c in curves.items() if c.bounds is not None}
+
     def bounds(self) -> list:
-        "Per panel of `layout`, the bounds of its curves: `[x0, x1, y0, y1, smallest y > 0]`."
+        "Per panel of `layout`, the bounds of its curves and of the references': `[x0, x1, y0, y1, smallest y > 0]`."
         out = []
         for _, names, _ in self.layout:
             bs = [self.curves[n].bounds for n in names]
+            bs += [ref[n].bounds for ref in self.references.values() for n in names if n in ref]
             out.append([min(b[0] for b in bs), max(b[1] for b in bs), min(b[2] for b in bs),
                         max(b[3] for b in bs), min(b[4] for b in bs)])
         return out
@@ -200,7 +213,17 @@ def _y_label(title: str, # the panel's title
 # inches: a panel's margins (left: the tick labels and the y label), and the line of notes under the panels
 _LEFT, _RIGHT, _BOTTOM, _TOP, _NOTES = 0.85, 0.2, 0.5, 0.3, 0.3
 
-def _style_panel(ax, title: str, names: list[str], log: bool) -> list:
+_GREYS = ('0.55', '0.72', '0.4', '0.82')  # the reference runs' curves, one shade each
+
+def _draw_references(ax, names: list[str], references: dict):
+    "Other runs' curves of `names`, in grey under this run's (part of the background: drawn on full redraws only)."
+    for i, (label, curves) in enumerate(references.items()):
+        shown = [n for n in names if n in curves]
+        for k, name in enumerate(shown):
+            ax.plot(*curves[name].points(), color=_GREYS[i % len(_GREYS)], lw=1.2, zorder=1, ms=2,
+                    marker='o' if name.startswith('valid/') else None, label=label if k == 0 else '_nolegend_')
+
+def _style_panel(ax, title: str, names: list[str], log: bool, references: dict | None = None) -> list:
     "Title, labels, ticks, grid and legend of one panel; return its curves (animated lines, drawn at each update)."
     from matplotlib.ticker import MaxNLocator
     ax.set_title(title, fontsize=10, y=1., pad=4)  # fixed positions for the title and labels: no layout
@@ -220,9 +243,10 @@ def _style_panel(ax, title: str, names: list[str], log: bool) -> list:
         ax.yaxis.set_major_locator(MaxNLocator(5))
         # an lr of 0.0005 as 5 under a "1e-4" at the top: long labels such as 0.00050 would run into the y label
         ax.ticklabel_format(axis='y', style='sci', scilimits=(-2, 4), useMathText=True)
+    if references: _draw_references(ax, names, references)
     lines = [ax.plot([], [], label=name, animated=True, lw=1.5, marker='o' if name.startswith('valid/') else None,
-                     ms=3)[0] for name in names]
-    if len(names) > 1: ax.legend(loc='upper right', fontsize=8)
+                     ms=3, zorder=2)[0] for name in names]
+    if len(names) > 1 or references: ax.legend(loc='upper right', fontsize=8)
     return lines
 
 def _png(canvas, compress_level: int = 1) -> bytes:
@@ -266,10 +290,12 @@ class LiveFigure:
                  notes: list[str] = (), # lines of text for the flat panels, shown under the others
                  panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
                  dpi: int = 80, # pixels per inch
+                 references: dict | None = None, # other runs' curves, drawn in grey (`PlotData.references`)
                 ):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         self.layout, self.notes, self.panel_size, self.dpi = list(layout), list(notes), tuple(panel_size), dpi
+        self.references = references or {}
         (w, h), n = panel_size, max(len(layout), 1)
         notes_h = _NOTES if notes else 0.
         height = (h if layout else 0.) + notes_h
@@ -278,7 +304,7 @@ class LiveFigure:
         self.axes = [self.fig.add_axes(((i * w + _LEFT) / (w * n), (notes_h + _BOTTOM) / height,
                                         (w - _LEFT - _RIGHT) / (w * n), (h - _BOTTOM - _TOP) / height))
                      for i in range(len(layout))]
-        self.lines = [_style_panel(ax, *panel) for ax, panel in zip(self.axes, layout)]
+        self.lines = [_style_panel(ax, *panel, self.references) for ax, panel in zip(self.axes, layout)]
         if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
                                 fontsize=9, va='center')
         self.background = None  # the last full redraw, curves aside (restored by each blit); None: nothing drawn yet
@@ -288,8 +314,8 @@ class LiveFigure:
         self.background = None
 
     def shows(self, data: PlotData) -> bool:
-        "Whether this figure has the panels and notes of `data`."
-        return self.layout == data.layout and self.notes == data.notes
+        "Whether this figure has the panels, notes and reference curves of `data`."
+        return self.layout == data.layout and self.notes == data.notes and self.references == data.references
 
     def limits_status(self, bounds: list) -> str:
         "'out', 'loose' or 'ok': how the axes fit `bounds`, one `[x0, x1, y0, y1, smallest y > 0]` per panel."
@@ -346,8 +372,10 @@ def plot_png(series: dict, # name -> (steps, values), e.g. `{'train/loss': ([1, 
              smooth: float = 0.98, # the moving average's factor
              panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
              dpi: int = 80, # pixels per inch
+             references: dict | None = None, # run label -> series of other runs, drawn in grey behind
             ) -> bytes | None:
     "A PNG of the curves of `series`, laid out as a fit's final figure; None when there is nothing to draw."
     data = PlotData(panels, log, smooth)
+    if references: data.set_references(references, smoothed)
     if not data.update_series(series, smoothed): return None
-    return LiveFigure(data.layout, data.notes, panel_size, dpi).draw_final(data)
+    return LiveFigure(data.layout, data.notes, panel_size, dpi, data.references).draw_final(data)

@@ -92,7 +92,7 @@ class Recorder(Callback):
     def load_state_dict(self, state: dict):
         self._acc_loss, self._acc_parts, self._acc_n = state['acc_loss'], dict(state['acc_parts']), state['acc_n']
 
-# %% ../../nbs/05_callback.recorder.ipynb #bdc61dff
+# %% ../../nbs/05_callback.recorder.ipynb #6f72c43c
 def peak_rss_mb() -> float | None:
     "The peak resident memory of this process, in MB (None where the `resource` module is missing: Windows)."
     try: import resource
