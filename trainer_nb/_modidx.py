@@ -1198,5 +1198,6 @@ d = { 'settings': { 'branch': 'main',
                                                                                     'trainer_nb/writers.py'),
                                     'trainer_nb.writers.TensorBoardWriter.write': ( 'writers.html#tensorboardwriter.write',
                                                                                     'trainer_nb/writers.py'),
+                                    'trainer_nb.writers._damaged': ('writers.html#_damaged', 'trainer_nb/writers.py'),
                                     'trainer_nb.writers._json_line': ('writers.html#_json_line', 'trainer_nb/writers.py'),
                                     'trainer_nb.writers.read_metrics': ('writers.html#read_metrics', 'trainer_nb/writers.py')}}}
