@@ -28,7 +28,7 @@ def test_whole_fit_event_order():
 def test_default_callbacks_in_order(tmp_path):
     learn = synth_learner(default_cbs=True, path=tmp_path)
     assert [type(c).__name__ for c in learn.cbs] == ['Recorder', 'ControlPanelCallback', 'ProgressCallback',
-                                                    'LivePlotCallback', 'WriterCallback', 'SaveOnStop']
+                                                    'LivePlotCallback', 'WriterCallback', 'SaveOnStop', 'RunRecord']
     lines = []
     learn.show_loop(print_fn=lines.append)
     text = lines[0]

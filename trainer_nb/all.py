@@ -37,6 +37,9 @@ from .metrics import Metric, AvgMetric, accuracy, error_rate
 # events: the storage and its writers
 from .events import EventStorage, HistoryBuffer, get_event_storage
 from .writers import EventWriter, JSONWriter, ConsoleWriter, TensorBoardWriter, read_metrics
+# runs: their records and their comparison
+from .callback.run_record import RunRecord
+from .runs import Runs
 # controls
 from .controls import Controls
 # errors
@@ -51,5 +54,5 @@ __all__ = ['Learner', 'default_callbacks', 'DataLoaders', 'Callback', 'LambdaCal
            'GradientClip', 'MixedPrecision', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau',
            'TerminateOnNaN', 'GatherPreds', 'SaveOutputs', 'IterationTimer', 'DistributedTrainer', 'launch',
            'Metric', 'AvgMetric', 'accuracy', 'error_rate', 'EventStorage', 'HistoryBuffer', 'get_event_storage',
-           'EventWriter', 'JSONWriter', 'ConsoleWriter', 'TensorBoardWriter', 'read_metrics', 'Controls',
-           'CheckpointError']
+           'EventWriter', 'JSONWriter', 'ConsoleWriter', 'TensorBoardWriter', 'read_metrics', 'RunRecord', 'Runs',
+           'Controls', 'CheckpointError']

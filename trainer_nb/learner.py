@@ -20,6 +20,7 @@ from .callback.outputs import get_preds, predict, sample_losses
 from .callback.panel import ControlPanelCallback
 from .callback.progress import ProgressCallback
 from .callback.recorder import Recorder, WriterCallback
+from .callback.run_record import RunRecord
 from .callback.schedule import fit_flat_cos, fit_one_cycle, fit_warmup_cos, lr_find
 from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state, load_learner,
                                    restore_learner, save_learner)
@@ -42,8 +43,9 @@ __all__ = ['default_callbacks', 'with_defaults', 'Learner']
 # %% ../nbs/04_learner.ipynb #85c511ca
 def default_callbacks(progress: bool = True) -> list[Callback]:
     "The callbacks every learner starts with (with `progress=False`: no bars, plot or panel)."
-    if not progress: return [Recorder(), WriterCallback(), SaveOnStop()]
-    return [Recorder(), ControlPanelCallback(), ProgressCallback(), LivePlotCallback(), WriterCallback(), SaveOnStop()]
+    if not progress: return [Recorder(), WriterCallback(), SaveOnStop(), RunRecord()]
+    return [Recorder(), ControlPanelCallback(), ProgressCallback(), LivePlotCallback(), WriterCallback(), SaveOnStop(),
+            RunRecord()]
 
 def with_defaults(cbs: list[Callback], progress: bool = True) -> list[Callback]:
     "The default callbacks, then `cbs`; a default of the same class as one in `cbs` is left out (yours replaces it)."
@@ -89,6 +91,7 @@ class Learner:
         self.valid_results = self.test_results = self.lr_find_results = None
         self.tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
         self.last_checkpoint: str | None = None  # the last checkpoint saved, and its step (the panel shows it)
+        self.fit_kind: str | None = None  # 'fit' or 'resume': how the running (or last) fit started (see `RunRecord`)
         self.resume_hint = 'learn.resume()'  # what continues a stopped fit, as messages name it (a script: its command)
         cbs = as_callback_list(cbs)
         for cb in with_defaults(cbs, progress) if default_cbs else cbs: self.add_cb(cb)
@@ -118,6 +121,7 @@ class Learner:
         state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, world_size, cbs)
         if lr is not None: set_lr(self.opt, check_lr(lr))
         self.stop_point, self.controls.pending = StopPoint(), []  # (what a stopped fit left undone is for `resume`)
+        self.fit_kind = 'fit'
         self._run_fit(state, cbs)
 
     def resume(self,
@@ -130,6 +134,7 @@ class Learner:
         fit_cbs = (stopped_here + cbs if stopped_here is not None  # (the same objects, in this process)
                    else callbacks_after_restart(self.fit_state.plan, self.stop_point.cb_states, cbs))
         self.stop_point.restore_rng()
+        self.fit_kind = 'resume'
         self._run_fit(self.fit_state, fit_cbs)
 
     def validate(self, dl=None) -> dict:

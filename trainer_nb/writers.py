@@ -120,9 +120,27 @@ class JSONWriter(EventWriter):
         self._offset, self._last, self._last_start = state['offset'], state['last'], state['last_start']
 
 # %% ../nbs/01a_writers.ipynb #71f9aab1
-def read_metrics(path: str | Path) -> list[dict]:
-    "Read a `metrics.json` file written by `JSONWriter`: a list of dicts, one per line."
-    with open(path, encoding='utf-8') as f: return [json.loads(line) for line in f if line.strip()]
+def read_metrics(path: str | Path, # a `metrics.json` file
+                 partial: bool = False, # leave out a last line cut short (a file being written) instead of failing
+                ) -> list[dict]:
+    "Read a `metrics.json` written by `JSONWriter`: a list of dicts, one per line (a damaged line: an error naming it)."
+    with open(path, encoding='utf-8') as f: lines = f.readlines()
+    if partial and lines and not lines[-1].endswith('\n'): lines = lines[:-1]  # (the writer ends every line it writes)
+    records = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip(): continue
+        try: records.append(json.loads(line))
+        except ValueError as e:
+            cut = i == len(lines) and not line.endswith('\n')
+            raise ValueError(_damaged(path, i, e.msg, cut)) from e
+    return records
+
+def _damaged(path, line: int, why: str, cut: bool) -> str:
+    "The error for line `line` of a metrics file, which is not JSON: cut short (the last line, no newline) or damaged."
+    if cut: return (f"{path}, line {line}, is cut short ({why}): the file is being written, or its writer stopped "
+                    "mid-line. read_metrics(path, partial=True) leaves that line out.")
+    return f"{path}, line {line}, is not JSON ({why}): the file is damaged."
+
 
 # %% ../nbs/01a_writers.ipynb #8863bf55
 class ConsoleWriter(EventWriter):

@@ -15,8 +15,8 @@ from ..core import is_whole
 from ..state import epoch_label
 
 # %% auto #0
-__all__ = ['has_recorder', 'logged_names', 'improved', 'check_monitor', 'TerminateOnNaN', 'TrackerCallback', 'EarlyStopping',
-           'ReduceLROnPlateau']
+__all__ = ['has_recorder', 'logged_names', 'auto_mode', 'improved', 'check_monitor', 'TerminateOnNaN', 'TrackerCallback',
+           'EarlyStopping', 'ReduceLROnPlateau']
 
 # %% ../../nbs/14_callback.tracker.ipynb #f3de1bb5
 def has_recorder(learn) -> bool:
@@ -31,6 +31,10 @@ def logged_names(learn) -> set[str]:
     for split, dl in (('valid', learn.dls.valid), ('test', learn.dls.test)):
         if dl is not None: names |= {f'{split}/loss'} | {f'{split}/{m.name}' for m in learn.metrics}
     return names
+
+def auto_mode(name: str) -> str:
+    "The direction in which the scalar `name` improves: 'min' for a name with 'loss' or 'error' in it, else 'max'."
+    return 'min' if ('loss' in name or 'error' in name) else 'max'
 
 def improved(value: float, best: float | None, mode: str, min_delta: float = 0.) -> bool:
     "Whether `value` beats `best` by more than `min_delta`, in the direction `mode` ('min' or 'max'); NaN never does."
@@ -97,7 +101,7 @@ class TrackerCallback(Callback):
                  min_delta: float = 0., # how much better counts as better
                 ):
         if mode not in ('min', 'max', 'auto'): raise ValueError(f"mode must be 'min', 'max' or 'auto', got {mode!r}.")
-        if mode == 'auto': mode = 'min' if ('loss' in monitor or 'error' in monitor) else 'max'
+        if mode == 'auto': mode = auto_mode(monitor)
         min_delta = _check_real(type(self).__name__, 'min_delta', min_delta, 0, 'how much better counts as better')
         self.monitor, self.mode, self.min_delta = monitor, mode, min_delta
         self.best, self.wait = None, 0
