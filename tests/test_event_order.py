@@ -27,12 +27,12 @@ def test_whole_fit_event_order():
 
 def test_default_callbacks_in_order(tmp_path):
     learn = synth_learner(default_cbs=True, path=tmp_path)
-    assert [type(c).__name__ for c in learn.cbs] == ['Recorder', 'ControlPanelCallback', 'ProgressCallback',
+    assert [type(c).__name__ for c in learn.cbs] == ['Recorder', 'Throughput', 'ControlPanelCallback', 'ProgressCallback',
                                                     'LivePlotCallback', 'WriterCallback', 'SaveOnStop', 'RunRecord']
     lines = []
     learn.show_loop(print_fn=lines.append)
     text = lines[0]
-    assert 'after_validate' in text and 'Recorder, ControlPanelCallback, ProgressCallback, LivePlotCallback, WriterCallback' in text
+    assert 'after_validate' in text and 'Recorder, ControlPanelCallback, ProgressCallback, LivePlotCallback, WriterCallback' in text  # (Throughput: no after_validate)
 
 
 def test_order_ties_keep_insertion_order():

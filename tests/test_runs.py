@@ -59,8 +59,8 @@ def test_an_entry_after_a_fit(tmp_path):
     assert s['data'] == {'train': {'batch_size': 16, 'batches': 8, 'items': 128},
                          'valid': {'batch_size': 16, 'batches': 2, 'items': 32}}
     assert (s['loss_func'], s['metrics'], s['schedule'], s['device']) == ('mse_loss', ['r2'], None, 'cpu')
-    assert s['callbacks'] == ['Recorder', 'WriterCallback', 'SaveOnStop', 'RunRecord']
-    assert s['cbs'] == {'WriterCallback': {'log_every': 20}}
+    assert s['callbacks'] == ['Recorder', 'Throughput', 'WriterCallback', 'SaveOnStop', 'RunRecord']
+    assert s['cbs'] == {'Throughput': {'every': 2.0}, 'WriterCallback': {'log_every': 20}}
     assert s['seed'] == {'torch': torch.initial_seed(), 'data': None}
     assert (entry['env']['torch'], entry['env']['python']) == (torch.__version__, sys.version.split()[0])
     # the results: the storage's last validation, and the best of each validation scalar in its direction
@@ -71,7 +71,9 @@ def test_an_entry_after_a_fit(tmp_path):
     assert entry['best']['valid/loss'] == dict(zip(('value', 'step'), min(history['valid/loss'])), mode='min')
     # paths relative to the run folder, and room for more
     assert entry['files'] == {'metrics': 'metrics.json'}
-    assert entry['summary'] == {}
+    # what Throughput measured (logged at the end of this short fit): samples a second, times a step, peak memory
+    assert sorted(entry['summary']) == ['perf/compute_ms', 'perf/data_ms', 'perf/rss_mb', 'perf/samples_per_s']
+    assert entry['summary']['perf/samples_per_s'] > 0 and entry['summary']['perf/rss_mb'] > 10
     assert str(tmp_path) not in (tmp_path / 'run' / 'run.json').read_text()
 
 
@@ -244,11 +246,14 @@ def test_runs_table_shows_what_differs(tmp_path):
     runs = Runs(tmp_path)
     assert runs.names == ['lr0.01', 'lr0.1', 'lr0.1-clip']
     keys = runs.settings_keys()
-    assert keys[:2] == ['opt.lr', 'lr'] and 'cbs.GradientClip.max_norm' in keys and 'callbacks' in keys
+    assert keys[0] == 'lr' and 'opt.lr' not in keys  # (the optimizer's lr is the fit's in every run: one column)
+    assert 'cbs.GradientClip.max_norm' in keys and 'callbacks' in keys
     assert not any(k.startswith(('model.', 'data.', 'env.', 'seed.')) for k in keys)
     columns, rows = runs.table()
-    assert columns[0] == 'run' and columns[-7:] == ['stop', 'fits', 'steps', 'valid/loss', 'valid/r2',
-                                                    'best valid/loss', 'best valid/r2']
+    assert columns[0] == 'run' and columns[-11:] == ['stop', 'fits', 'steps', 'valid/loss', 'valid/r2',
+                                                     'best valid/loss', 'best valid/r2', 'perf/samples_per_s',
+                                                     'perf/data_ms', 'perf/compute_ms', 'perf/rss_mb']
+    assert all(float(r[columns.index('perf/samples_per_s')]) > 0 for r in rows)
     assert [r[columns.index('cbs.GradientClip.max_norm')] for r in rows] == ['-', '-', '0.5']
     # sorted best first: a loss ascending, r2 (better higher) descending
     by_loss = runs.sort('valid/loss')
@@ -259,9 +264,9 @@ def test_runs_table_shows_what_differs(tmp_path):
     assert runs.sort('valid/loss', descending=True).names == by_loss.names[::-1]
     assert Runs(tmp_path, 'lr0.1*').names == runs.select('lr0.1*').names == ['lr0.1', 'lr0.1-clip']
     text = str(runs)
-    assert text.splitlines()[0].split()[:3] == ['run', 'opt.lr', 'lr'] and 'lr0.1-clip' in text
+    assert text.splitlines()[0].split()[:2] == ['run', 'lr'] and 'lr0.1-clip' in text
     html = runs._repr_html_()
-    assert html.startswith('<table>') and '<th>opt.lr</th>' in html and 'widget' not in html
+    assert html.startswith('<table>') and '<th>lr</th>' in html and 'widget' not in html
 
 
 # ---------------------------------------------------------------- damaged and older run folders
@@ -378,7 +383,7 @@ def test_the_command_line(tmp_path):
     res = cli('runs', cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = res.stdout.splitlines()
-    assert out[0].split()[:3] == ['run', 'opt.lr', 'lr']
+    assert out[0].split()[:2] == ['run', 'lr']
     assert [line.split()[0] for line in out[2:5]] == ['lr0.001', 'lr0.01', 'lr0.1']
     assert out[-1].startswith('lr0.001: run.json is not JSON')
     runs = Runs(tmp_path / 'runs', 'lr0.0*').sort('valid/loss')

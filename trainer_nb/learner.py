@@ -15,11 +15,11 @@ from .callback.core import (DISPLAY_CALLBACKS, Callback, Callbacks, CancelBackwa
                                       CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelStepException, CancelTrainException, CancelValidException,
                                       as_callback_list, first_error, fit_error, show_loop, stop_reason_of)
-from .callback.liveplot import LivePlotCallback
+from .callback.liveplot import LivePlotCallback, check_compare
 from .callback.outputs import get_preds, predict, sample_losses
 from .callback.panel import ControlPanelCallback
 from .callback.progress import ProgressCallback
-from .callback.recorder import Recorder, WriterCallback
+from .callback.recorder import Recorder, Throughput, WriterCallback
 from .callback.run_record import RunRecord
 from .callback.schedule import fit_flat_cos, fit_one_cycle, fit_warmup_cos, lr_find
 from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state, load_learner,
@@ -43,9 +43,9 @@ __all__ = ['default_callbacks', 'with_defaults', 'Learner']
 # %% ../nbs/04_learner.ipynb #85c511ca
 def default_callbacks(progress: bool = True) -> list[Callback]:
     "The callbacks every learner starts with (with `progress=False`: no bars, plot or panel)."
-    if not progress: return [Recorder(), WriterCallback(), SaveOnStop(), RunRecord()]
-    return [Recorder(), ControlPanelCallback(), ProgressCallback(), LivePlotCallback(), WriterCallback(), SaveOnStop(),
-            RunRecord()]
+    if not progress: return [Recorder(), Throughput(), WriterCallback(), SaveOnStop(), RunRecord()]
+    return [Recorder(), Throughput(), ControlPanelCallback(), ProgressCallback(), LivePlotCallback(), WriterCallback(),
+            SaveOnStop(), RunRecord()]
 
 def with_defaults(cbs: list[Callback], progress: bool = True) -> list[Callback]:
     "The default callbacks, then `cbs`; a default of the same class as one in `cbs` is left out (yours replaces it)."
@@ -112,6 +112,7 @@ class Learner:
             eval_every: int | None = None, # validate every this many optimizer steps
             cbs=None, # callbacks for this fit only
             lr: float | None = None, # set the learning rate of every parameter group first
+            compare=None, # run folders of earlier fits, drawn in grey behind this fit's curves in the live plot
            ):
         "Train for `n_epochs` epochs, or for `n_steps` optimizer steps."
         refuse_nested(self.in_fit, 'fit')
@@ -119,10 +120,19 @@ class Learner:
         cbs = as_callback_list(cbs)
         n_batches, world_size = loader_len(self.dls.train), self.comm.world_size
         state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, world_size, cbs)
+        if compare is not None: state.plan['compare'] = self._compared(compare, cbs)
         if lr is not None: set_lr(self.opt, check_lr(lr))
         self.stop_point, self.controls.pending = StopPoint(), []  # (what a stopped fit left undone is for `resume`)
         self.fit_kind = 'fit'
         self._run_fit(state, cbs)
+
+    def _compared(self, compare, cbs) -> list[str]:
+        "The folders of `fit(compare=...)`, checked, where a live plot will draw them."
+        if not any(cb.name == 'live_plot' for cb in [*self.cbs, *cbs]):  # (a LivePlotCallback, or yours of that name)
+            raise ValueError("compare= draws earlier runs behind this fit's curves in the live plot, and this learner "
+                             "has none (Learner(..., progress=False)). Add LivePlotCallback() to cbs, or compare the "
+                             "runs afterwards with Runs(folder).plot(...).")
+        return check_compare(compare)
 
     def resume(self,
                cbs=None, # callbacks to add to the resumed fit (after a restart: those given to the original `fit`)

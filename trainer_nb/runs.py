@@ -58,7 +58,10 @@ def differing_settings(records: list[dict], # each run's settings, nested or fla
                       ) -> list[str]:
     "The dotted keys whose values are not all equal across `records` (a missing key counts as a value), in order."
     flats = [flatten(r) for r in records]
-    return [k for k in merged_keys(flats) if len({_json_text(f, k) for f in flats}) > 1]
+    differ = [k for k in merged_keys(flats) if len({_json_text(f, k) for f in flats}) > 1]
+    columns = {k: tuple(_json_text(f, k) for f in flats) for k in differ}
+    # a key that says what a shorter one says in every run adds nothing (`opt.lr` beside `lr`): the shorter stays
+    return [k for k in differ if not any(columns[o] == columns[k] and (len(o), o) < (len(k), k) for o in differ)]
 
 # %% ../nbs/18_runs.ipynb #b8c8010a
 def as_number(value) -> float | None:
@@ -118,6 +121,7 @@ class Run:
         # the last entry's settings and environment as dotted keys (None without run.json)
         self.settings = flatten({**_dict(last.get('settings')), 'env': _dict(last.get('env'))}) if last else None
         self.final = _dict(last.get('final')) or self._last_values()
+        self.perf = _dict(last.get('summary'))  # throughput and peak memory (`Throughput`, in the record's summary)
         self.best = self._best()
 
     @property
@@ -290,7 +294,8 @@ class Runs:
         "The columns of the table."
         final = list(dict.fromkeys(k for r in self.runs for k in r.final))
         best = list(dict.fromkeys(k for r in self.runs for k in r.best))
-        return ['run', *self.settings_keys(), 'stop', 'fits', 'steps', *final, *(f"best {n}" for n in best)]
+        perf = list(dict.fromkeys(k for r in self.runs for k in r.perf))
+        return ['run', *self.settings_keys(), 'stop', 'fits', 'steps', *final, *(f"best {n}" for n in best), *perf]
 
     def value(self, run: Run, column: str):
         "What the table shows for `run` in `column` (a column, or any setting's dotted key); `_MISSING` if nothing."
@@ -301,6 +306,7 @@ class Runs:
             return _MISSING if value is None else value
         if column.startswith('best ') and column[5:] in run.best: return as_number(run.best[column[5:]].get('value'))
         if column in run.final: return as_number(run.final[column])
+        if column in run.perf: return as_number(run.perf[column])
         return (run.settings or {}).get(column, _MISSING)
 
     def table(self) -> tuple[list[str], list[list[str]]]:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import warnings
@@ -15,9 +16,10 @@ from .core import Callback
 from ..files import atomic_write
 from ..core import import_in_background, in_notebook, time_left
 from ..plotting import LiveFigure, PlotData
+from ..writers import read_metrics
 
 # %% auto #0
-__all__ = ['DrawBudget', 'LivePlot', 'choose_frame', 'LivePlotCallback']
+__all__ = ['DrawBudget', 'LivePlot', 'choose_frame', 'check_compare', 'run_series', 'run_labels', 'LivePlotCallback']
 
 # %% ../../nbs/11_callback.liveplot.ipynb #1710b96f
 class DrawBudget:
@@ -90,15 +92,16 @@ def _take_figure(layout: list[tuple[str, list[str], bool]], # (title, scalar nam
                 notes: list[str], # lines of text for the flat panels
                 panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
                 dpi: int = 80, # pixels per inch
+                references: dict | None = None, # other runs' curves (`PlotData.references`)
                ) -> LiveFigure:
     "A figure for this layout: one that an ended fit left, if one matches, else a new one."
-    wanted = (list(layout), list(notes), tuple(panel_size), dpi)
+    wanted = (list(layout), list(notes), tuple(panel_size), dpi, references or {})
     for i, figure in enumerate(_SPARE):
-        if (figure.layout, figure.notes, figure.panel_size, figure.dpi) == wanted:
+        if (figure.layout, figure.notes, figure.panel_size, figure.dpi, figure.references) == wanted:
             del _SPARE[i]
             figure.reset()
             return figure
-    return LiveFigure(layout, notes, panel_size, dpi)
+    return LiveFigure(layout, notes, panel_size, dpi, references)
 
 def _keep_figure(figure: LiveFigure):
     "Keep `figure` for a later fit with the same layout (the last two are kept)."
@@ -165,7 +168,7 @@ class LivePlot:
 
     def _new_figure(self):
         if self.figure is not None: _keep_figure(self.figure)
-        self.figure = _take_figure(self.data.layout, self.data.notes, self.panel_size, self.dpi)
+        self.figure = _take_figure(self.data.layout, self.data.notes, self.panel_size, self.dpi, self.data.references)
 
     def _show(self, png: bytes):
         from IPython.display import Image, display
@@ -208,6 +211,39 @@ def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, fi
             'spent': budget.spent + budget.fixed + final, 'first_cost': budget.fixed, 'final': final,
             'elapsed': now - budget.t0}
 
+# %% ../../nbs/11_callback.liveplot.ipynb #c064106f
+def check_compare(compare) -> list[str]:
+    "The run folders of `compare=` (a folder or a list of them), checked: each must hold a `metrics.json`."
+    if compare is None: return []
+    folders = [compare] if isinstance(compare, (str, os.PathLike)) else compare
+    if not isinstance(folders, (list, tuple)):
+        raise TypeError(f"compare= takes run folders (a path, or a list of paths); got {compare!r}.")
+    for folder in folders:
+        if not isinstance(folder, (str, os.PathLike)):
+            raise TypeError(f"compare= takes run folders (a path, or a list of paths); got {folder!r}.")
+        if not (Path(folder) / 'metrics.json').is_file():
+            why = 'has no metrics.json' if Path(folder).is_dir() else 'does not exist'
+            raise FileNotFoundError(f"compare={str(folder)!r}: that folder {why}. Give the run folder of an earlier "
+                                    "fit (its Learner's path=), e.g. compare='runs/baseline'.")
+    return [str(folder) for folder in folders]
+
+def run_series(folder) -> dict:
+    "The scalars of the run in `folder`, from its metrics.json: name -> (steps, values)."
+    series = {}
+    for record in read_metrics(Path(folder) / 'metrics.json', partial=True):
+        step = record.get('iter')
+        for name, value in record.items():
+            if name != 'iter' and isinstance(value, (int, float)) and isinstance(step, int):
+                steps, values = series.setdefault(name, ([], []))
+                steps.append(step)
+                values.append(value)
+    return series
+
+def run_labels(folders: list[str]) -> list[str]:
+    "A short label per folder: its name, or its path where two names are the same."
+    names = [Path(f).name for f in folders]
+    return [name if names.count(name) == 1 else str(f) for name, f in zip(names, folders)]
+
 # %% ../../nbs/11_callback.liveplot.ipynb #a2ec8fe9
 class LivePlotCallback(Callback):
     "Plot the storage's scalars during the fit, within a time budget; keep the final figure as a PNG and `plot.png`."
@@ -228,10 +264,12 @@ class LivePlotCallback(Callback):
                  panel_size: tuple[float, float] = (4.2, 3.), # inches per panel
                  dpi: int = 80, # pixels per inch
                  clock=time.perf_counter, # the time source (tests pass a fake clock)
+                 compare=None, # run folders whose curves are drawn in grey behind every fit's (see above)
                 ):
         self.plot = LivePlot(PlotData(panels, log, smooth, max_points), panel_size, dpi)
         self.budget = DrawBudget(budget, min_interval, max_interval, clock)
         self.fname, self.notebook, self.first_frame, self.clock = fname, notebook, first_frame, clock
+        self.compare = check_compare(compare)
         # the cost of each kind of frame, in seconds: estimates, replaced by measured averages
         self.costs = {'blit': 0.01, 'full': 0.05, 'new': 0.1, 'final': 0.05}
         self.stats, self.frames = {}, []  # frames: (when it was shown, kind) of each live frame of the fit
@@ -245,6 +283,9 @@ class LivePlotCallback(Callback):
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         live = in_notebook() if self.notebook is None else self.notebook
         self.plot.start(live, x_end)
+        folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]
+        runs = {label: run_series(f) for label, f in zip(run_labels(folders), folders)}
+        self.plot.data.set_references(runs, smoothed=[n for s in runs.values() for n in s if n.startswith('train/')])
         self.frames, self._first_batch = [], None
         self.budget.start(reserve=self.costs['final'])
         self.budget.next_t = self.budget.t0 if live else math.inf  # live: the first batch sets the first frame

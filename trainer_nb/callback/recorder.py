@@ -111,11 +111,18 @@ class Throughput(Callback):
         self._next, self._mark = 0., None  # when the next log is due; (time, samples, time/step count) at the last
 
     def before_fit(self):
-        self._next, self._mark = time.perf_counter() + self.every, None
+        self._next, self._mark = time.perf_counter() + self.every, self._look()
 
     def after_batch(self):
         if not self.learn.training or time.perf_counter() < self._next: return  # most batches: one clock read
         self.log()
+
+    def after_fit(self): self.log()  # the rest of the fit (all of a short one)
+
+    def _look(self) -> tuple:
+        "(time, samples, steps timed) now: where a window starts."
+        step = self.learn.storage.histories().get('time/step')
+        return time.perf_counter(), self.learn.fit_state.samples, step.count if step is not None else 0
 
     def log(self):
         "Log the throughput since the last look, and the peak memory, at the storage's step."
@@ -123,8 +130,8 @@ class Throughput(Callback):
         self._next = now + self.every
         histories = learn.storage.histories()
         step, data = histories.get('time/step'), histories.get('time/data')
-        mark, self._mark = self._mark, (now, learn.fit_state.samples, step.count if step is not None else 0)
-        if mark is None or step is None or step.count <= mark[2]: return  # (the first look sets the window's start)
+        mark, self._mark = self._mark, self._look()
+        if mark is None or step is None or step.count <= mark[2]: return  # (no step in the window)
         put = learn.storage.put_scalar
         n = min(step.count - mark[2], len(step))  # the steps in the window (as far as the buffers reach)
         put('perf/samples_per_s', (learn.fit_state.samples - mark[1]) / (now - mark[0]), smoothing_hint=False)

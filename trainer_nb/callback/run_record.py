@@ -31,7 +31,7 @@ from ..files import atomic_write
 __all__ = ['SKIP', 'RUN_FILE', 'METRICS_FILE', 'RUN_FORMAT', 'plain', 'plain_items', 'count_params', 'model_info', 'loader_info',
            'func_name', 'callback_settings', 'callbacks_settings', 'torch_scheduler_info', 'schedule_info', 'seeds',
            'run_settings', 'git_state', 'environment', 'metric_mode', 'final_results', 'best_of', 'best_results',
-           'read_run_file', 'write_entry', 'now', 'start_entry', 'run_files', 'end_entry', 'RunRecord']
+           'read_run_file', 'write_entry', 'now', 'start_entry', 'run_files', 'perf_summary', 'end_entry', 'RunRecord']
 
 # %% ../../nbs/17_callback.run_record.ipynb #fdda4c61
 SKIP = object()  # what `plain` returns for a value that has no plain JSON form
@@ -248,11 +248,20 @@ def run_files(learn) -> dict:
              'checkpoint': checkpoint_path(learn, 'last')}
     return {k: p.relative_to(learn.path).as_posix() for k, p in paths.items() if p.is_file()}
 
+def perf_summary(storage) -> dict:
+    "What `Throughput` measured: the last samples a second and times a step, and the peak memory of the fit."
+    histories, summary = storage.histories(), {}
+    for name in ('perf/samples_per_s', 'perf/data_ms', 'perf/compute_ms'):
+        if name in histories and histories[name].count: summary[name] = plain(histories[name].latest())
+    for name in ('perf/rss_mb', 'perf/cuda_mb'):
+        if name in histories and histories[name].count: summary[name] = plain(max(v for v, _ in histories[name].values()))
+    return summary
+
 def end_entry(entry: dict, learn) -> dict:
     "`entry` completed at the end of the fit of `learn`: the end, the stop reason, the steps and the results."
     entry.update(end=now(), stop_reason=learn.stop_reason, step_end=learn.step, steps=learn.step - entry['step_start'],
                  final=final_results(learn.storage), best=best_results(learn.storage, learn.metrics),
-                 files=run_files(learn))
+                 files=run_files(learn), summary=perf_summary(learn.storage))
     return entry
 
 # %% ../../nbs/17_callback.run_record.ipynb #848332cb
