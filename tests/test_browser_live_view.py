@@ -234,6 +234,13 @@ def test_element_screenshot_tries_again_when_the_element_is_replaced(tmp_path):
     assert page.loc.calls == 1
 
 
+def save_notebook(page, path: Path, mtime0: float):
+    "Save the open notebook as a person does (a click on a cell, then Ctrl+S), and wait until `path` is written."
+    page.click('.jp-Notebook .jp-Cell .jp-InputArea-prompt >> nth=0')
+    page.keyboard.press('Control+s')
+    wait_for(lambda: path.stat().st_mtime != mtime0, 30, 'the notebook to be saved')
+
+
 def browser_artifacts(artifacts: Path) -> Path:
     "Where the browser tests keep their screenshots and JupyterLab's log: `browser/` of the `artifacts` fixture."
     shots = artifacts / 'browser'
@@ -329,9 +336,7 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
             assert len(during) >= 3, (first_batch, t_stop, shown)
 
             # 4. save (Ctrl+S), and read the file on disk
-            page.click('.jp-Notebook .jp-Cell .jp-InputArea-prompt >> nth=0')
-            page.keyboard.press('Control+s')
-            wait_for(lambda: saved.stat().st_mtime != mtime0, 30, 'the notebook to be saved')
+            save_notebook(page, saved, mtime0)
             browser.close()
     finally:
         lab.close()

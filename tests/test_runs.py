@@ -255,6 +255,7 @@ def test_runs_table_shows_what_differs(tmp_path):
                                                      'perf/data_ms', 'perf/compute_ms', 'perf/rss_mb']
     assert all(float(r[columns.index('perf/samples_per_s')]) > 0 for r in rows)
     assert [r[columns.index('cbs.GradientClip.max_norm')] for r in rows] == ['-', '-', '0.5']
+    assert [r[columns.index('callbacks')] for r in rows] == ['', '', '+GradientClip']  # (what not all runs have)
     # sorted best first: a loss ascending, r2 (better higher) descending
     by_loss = runs.sort('valid/loss')
     assert [runs.value(r, 'valid/loss') for r in by_loss.runs] == sorted(runs.value(r, 'valid/loss') for r in runs.runs)

@@ -3,10 +3,10 @@
 # them (which keeps outputs). A kernel shows what a reader of the notebook sees: the progress display as an HTML
 # table, plots inline. (execnb's `exec_nb` also works, but its shell is not a Jupyter kernel, so the progress
 # display falls back to text bars.)
-# Usage: tools/exec_notebooks.sh [NOTEBOOK ...]    default: the tutorials and guides, nbs/9[0-6]_*.ipynb
+# Usage: tools/exec_notebooks.sh [NOTEBOOK ...]    default: the tutorials and guides, nbs/9[0-7]_*.ipynb
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -eq 0 ]; then set -- nbs/9[0-6]_*.ipynb; fi
+if [ $# -eq 0 ]; then set -- nbs/9[0-7]_*.ipynb; fi
 unset MPLBACKEND  # Agg would keep the inline backend from capturing the figures
 for nb in "$@"; do
   case "$nb" in nbs/*) ;; *) echo "$nb: give notebooks of nbs/ (the kernel runs in nbs/, as nbdev_test does)" >&2; exit 1;; esac

@@ -142,31 +142,40 @@ class PlotData:
             curves = {name: Curve(self.smooth if name in smoothed else 0., self.max_points) for name in series}
             for name, (steps, values) in series.items(): curves[name].add(zip(values, steps))
             self.references[label] = {name: c for name, c in curves.items() if c.bounds is not None}
+        self._names_seen = -1  # (the panels are assigned again: a reference may bring a panel of its own)
 
     def bounds(self) -> list:
         "Per panel of `layout`, the bounds of its curves and of the references': `[x0, x1, y0, y1, smallest y > 0]`."
         out = []
         for _, names, _ in self.layout:
-            bs = [self.curves[n].bounds for n in names]
+            bs = [self.curves[n].bounds for n in names if n in self.curves and self.curves[n].bounds is not None]
             bs += [ref[n].bounds for ref in self.references.values() for n in names if n in ref]
             out.append([min(b[0] for b in bs), max(b[1] for b in bs), min(b[2] for b in bs),
                         max(b[3] for b in bs), min(b[4] for b in bs)])
         return out
 
     def _add_curves(self, names, smoothed: dict):
-        "Assign `names` to the panels; a new curve for each assigned name (smoothed where `smoothed[name]`)."
-        self.assigned = assign_panels(names, self.panels)
-        new = [name for shown in self.assigned.values() for name in shown if name not in self.curves]
+        "Assign `names` (and the references') to the panels; a new curve for each of `names` (smoothed where asked)."
+        names = list(names)
+        referenced = [n for ref in self.references.values() for n in ref if n not in names]
+        self.assigned = assign_panels(names + list(dict.fromkeys(referenced)), self.panels)
+        new = [name for shown in self.assigned.values() for name in shown if name not in self.curves and name in names]
         for name in new: self.curves[name] = Curve(self.smooth if smoothed[name] else 0., self.max_points)
 
     def _arrange(self) -> bool:
         "Set `layout` and `notes` from the curves; return whether there is anything to draw."
         self.layout, self.notes = [], []
         for title, names in self.assigned.items():
-            shown = [n for n in names if self.curves[n].bounds is not None]
-            if shown and all(self.curves[n].flat for n in shown): self.notes.append(_note(shown, self.curves))
+            shown = [n for n in names if self._has_points(n)]
+            if shown and all(n in self.curves and self.curves[n].flat for n in shown):
+                self.notes.append(_note(shown, self.curves))
             elif shown: self.layout.append((title, shown, title in self.log))
         return bool(self.layout or self.notes)
+
+    def _has_points(self, name: str) -> bool:
+        "Whether `name` has a point to draw: of this run, or of a reference (a panel shows its grey curves at once)."
+        own = name in self.curves and self.curves[name].bounds is not None
+        return own or any(name in ref for ref in self.references.values())
 
 def _note(names: list[str], curves: dict) -> str:
     "The line of text for a panel whose curves are flat: 'lr = 0.001 (constant)'."
@@ -350,7 +359,7 @@ class LiveFigure:
             ) -> bytes:
         "Draw the curves (and the background when `full`), and return the figure as PNG bytes."
         for lines, (_, names, _) in zip(self.lines, self.layout):
-            for line, name in zip(lines, names): line.set_data(*curves[name].points())
+            for line, name in zip(lines, names): line.set_data(*(curves[name].points() if name in curves else ([], [])))
         if full or self.background is None:
             self.canvas.draw()  # everything but the animated curves
             self.background = self.canvas.copy_from_bbox(self.fig.bbox)

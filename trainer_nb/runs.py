@@ -177,9 +177,9 @@ def matching(runs: list[Run], pattern) -> list[Run]:
     return [r for r in runs if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
 
 def cell_text(value) -> str:
-    "A value as a table shows it: a float to 4 significant digits, a list in brackets, a missing value as '-'."
+    "A value as a table shows it: a float to 4 significant digits (from 10,000 on, whole), a list in brackets, '-' if missing."
     if value is _MISSING: return '-'
-    if isinstance(value, float): return f"{value:.4g}"
+    if isinstance(value, float): return f"{value:.0f}" if 1e4 <= abs(value) < 1e15 else f"{value:.4g}"
     if isinstance(value, list): return '[' + ', '.join(cell_text(v) for v in value) + ']'
     if isinstance(value, dict): return '{' + ', '.join(f"{k}: {cell_text(v)}" for k, v in value.items()) + '}'
     return str(value)
@@ -191,7 +191,7 @@ def text_table(columns: list[str], rows: list[list[str]]) -> str:
     return '\n'.join([line(columns), line(['-' * w for w in widths]), *(line(r) for r in rows)])
 
 # %% ../nbs/18_runs.ipynb #1043d508
-def column_mode(runs: Runs, column: str) -> str:
+def column_mode(runs, column: str) -> str:
     "The direction in which `column` improves: a metric's, as recorded (else guessed from its name); 'min' otherwise."
     name = column.removeprefix('best ')
     recorded = [r.best[name].get('mode') for r in runs.runs if name in r.best]
@@ -202,11 +202,11 @@ def _has_value(value) -> bool:
     "Whether a cell holds something to sort by (not missing, None or NaN)."
     return value is not _MISSING and value is not None and not (isinstance(value, float) and math.isnan(value))
 
-def sort_runs(runs: Runs, # the runs to order
+def sort_runs(runs, # the `Runs` to order
               column: str, # a column of the table: 'valid/loss', 'best valid/accuracy', 'opt.lr', 'steps'...
               descending: bool | None = None, # None: best first (a loss ascending, an accuracy descending)
-             ) -> Runs:
-    "The runs ordered by `column`, those without a value in it last."
+             ):
+    "A copy of the `Runs`, its runs ordered by `column` (those without a value in it last)."
     values = {r.name: runs.value(r, column) for r in runs.runs}
     present = [r for r in runs.runs if _has_value(values[r.name])]
     if runs.runs and not present:
@@ -225,7 +225,7 @@ class PNG(bytes):
     def _repr_png_(self) -> bytes: return bytes(self)
     def __repr__(self) -> str: return f"PNG({len(self)} bytes)"
 
-def plot_runs(runs: Runs, # the runs to draw
+def plot_runs(runs, # the `Runs` to draw
               *names: str, # the scalars, one panel each (default: 'valid/loss')
               path=None, # also save the PNG there
               smooth: float = 0.98, # the moving average of the `train/...` scalars (0: none)
@@ -287,8 +287,9 @@ class Runs:
 
     # ---- the table
     def settings_keys(self) -> list[str]:
-        "The settings in which the runs (those with a run.json) differ, as dotted keys."
-        return differing_settings([r.settings for r in self.runs if r.settings is not None])
+        "The settings in which the runs (those with a run.json) differ, as dotted keys (the display's aside)."
+        keys = differing_settings([r.settings for r in self.runs if r.settings is not None])
+        return [k for k in keys if k.split('.')[0] != 'display']  # (bars or none: the same training)
 
     def columns(self) -> list[str]:
         "The columns of the table."
@@ -307,7 +308,14 @@ class Runs:
         if column.startswith('best ') and column[5:] in run.best: return as_number(run.best[column[5:]].get('value'))
         if column in run.final: return as_number(run.final[column])
         if column in run.perf: return as_number(run.perf[column])
+        if column == 'callbacks' and isinstance((run.settings or {}).get(column), list): return self._extra_callbacks(run)
         return (run.settings or {}).get(column, _MISSING)
+
+    def _extra_callbacks(self, run: Run) -> str:
+        "The callbacks of `run` that not every run has, as '+GradientClip' (the ones all runs have go without saying)."
+        lists = [r.settings['callbacks'] for r in self.runs if isinstance((r.settings or {}).get('callbacks'), list)]
+        common = set.intersection(*map(set, lists))
+        return ' '.join(f"+{c}" for c in run.settings['callbacks'] if c not in common)
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         "The columns, and a row of text per run."

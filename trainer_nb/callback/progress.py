@@ -41,7 +41,7 @@ class _HTMLBar:
         self.total = None if total == 'noinfer' else total
         self.parent, self.prefix, self.comment = parent, prefix, ''
         self.last_v: int | None = None
-        self._began = self._t0 = time.perf_counter()
+        self._began = self._t0 = self._t_last = time.perf_counter()
         self._v0, self._fresh = 0, True
         if parent is not None: parent.add_child(self)
 
@@ -51,13 +51,14 @@ class _HTMLBar:
         if self.last_v is None or val == 0: self._began, self._fresh = now, True
         if self._fresh:  # the rate counts from the first value after the start (a resumed bar starts part-way)
             self._t0, self._v0, self._fresh = now, val, val == 0
-        self.last_v = val
+        self.last_v, self._t_last = val, now
         if self.parent is not None: self.parent.show()
 
     def text(self) -> str:
         "What the bar says after it, as fastprogress does: '52.17% [12/23 00:01<00:01 0.4312]'."
         val, total, now = self.last_v or 0, self.total, time.perf_counter()
-        rate = (val - self._v0) / (now - self._t0) if val > self._v0 and now > self._t0 else None
+        moved = self._t_last - self._t0  # (the rate up to the last value: an epoch half done is not yet counted)
+        rate = (val - self._v0) / moved if val > self._v0 and moved > 0 else None
         left = _format_time((total - val) / rate) if total and rate else '?'
         pct = f"{100 * val / total:.2f}% " if total else ''
         comment = f" {self.comment}" if self.comment else ''

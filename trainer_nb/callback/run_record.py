@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from .core import Callback
+from .core import DISPLAY_CALLBACKS, Callback
 from .schedule import ParamScheduler, TorchScheduler
 from .tracker import auto_mode
 from ..checkpoint import checkpoint_path
@@ -128,6 +128,8 @@ def run_settings(learn) -> dict:
     "What a fit of `learn` trains and how, as plain data (see the list above)."
     opt, state, dls = learn.opt, learn.fit_state, learn.dls
     loaders = {'train': dls.train, 'valid': dls.valid, 'test': dls.test}
+    shows = [cb for cb in learn.cbs if cb.name in DISPLAY_CALLBACKS]  # (what is shown: no part of what is trained)
+    trains = [cb for cb in learn.cbs if cb.name not in DISPLAY_CALLBACKS]
     return {'model': model_info(learn.raw_model),
             'opt': {'class': type(opt).__name__, **plain_items(opt.defaults)},
             'lr': plain(opt.param_groups[0]['lr']),
@@ -137,8 +139,9 @@ def run_settings(learn) -> dict:
             'data': {split: loader_info(dl) for split, dl in loaders.items() if dl is not None},
             'loss_func': func_name(learn.loss_func), 'train_step': func_name(learn.train_step),
             'metrics': [m.name for m in learn.metrics],
-            'callbacks': [type(cb).__name__ for cb in learn.cbs],
-            'cbs': callbacks_settings(learn.cbs),
+            'callbacks': [type(cb).__name__ for cb in trains],
+            'cbs': callbacks_settings(trains),
+            'display': [type(cb).__name__ for cb in shows],
             'seed': seeds(dls.train),
             'device': str(learn.device), 'world_size': learn.world_size}
 
