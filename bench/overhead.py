@@ -6,6 +6,8 @@ The same tiny MLP (32 -> 64 -> 10, batch 64, AdamW) is trained for 2000 steps, o
                metrics.json), its console output sent to a file;
   - `default_no_plot`: the same without `LivePlotCallback`, whose one cost outside the loop is the final
                `plot.png` it renders at the end of each fit (about 0.1 s);
+  - `default_no_record`: the default without `RunRecord`, whose cost is two writes of `run.json` (and a `git`
+               call) a fit, nothing a step: the difference, spread over this fit's steps, is that fixed cost;
   - `quiet`:   a Learner with `progress=False`: the Recorder, `metrics.json` and `SaveOnStop`, no display;
   - `bare`:    a Learner with no callbacks at all;
   - `toolkit`: the default callbacks plus a one-cycle schedule (`fit_one_cycle`), `GradientClip` and
@@ -96,11 +98,12 @@ def hand_toolkit(dl, steps, out):
     return model
 
 
-def learner(dl, steps, out, default_cbs, toolkit=False, plot=True, progress=True):
+def learner(dl, steps, out, default_cbs, toolkit=False, plot=True, progress=True, record=True):
     cbs = [GradientClip(1.0), TerminateOnNaN()] if toolkit else []
     learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
                     default_cbs=default_cbs, cbs=cbs, progress=progress)
     if not plot: learn.remove_cb('live_plot')
+    if not record: learn.remove_cb('run_record')
     with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
         if toolkit: learn.fit_one_cycle(n_steps=steps, lr_max=1e-3)
         else: learn.fit(n_steps=steps)
@@ -111,12 +114,13 @@ VARIANTS = {
     'hand': lambda dl, steps, out: hand(dl, steps, out),
     'default': lambda dl, steps, out: learner(dl, steps, out, True),
     'default_no_plot': lambda dl, steps, out: learner(dl, steps, out, True, plot=False),
+    'default_no_record': lambda dl, steps, out: learner(dl, steps, out, True, record=False),
     'quiet': lambda dl, steps, out: learner(dl, steps, out, True, progress=False),
     'bare': lambda dl, steps, out: learner(dl, steps, out, False),
     'toolkit': lambda dl, steps, out: learner(dl, steps, out, True, toolkit=True),
     'hand_toolkit': lambda dl, steps, out: hand_toolkit(dl, steps, out),
 }
-BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'quiet': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
+BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'default_no_record': 'hand', 'quiet': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
 
 
 def make_bert():
@@ -211,6 +215,19 @@ def final_figure(dl, fits):
               f"{statistics.median(seconds[1:]) * 1000:.1f} ms over {fits} fits")
 
 
+def run_record_cost(dl, out, fits=20):
+    "What `RunRecord` costs: milliseconds a fit (its two writes of run.json), and its handlers of per-batch events."
+    learn = Learner(make_model(), dl, nn.functional.cross_entropy, path=out, device='cpu', progress=False)
+    record, seconds = learn.run_record, []
+    for _ in range(fits):
+        t = time.perf_counter()
+        record.before_fit()
+        record.after_fit()
+        seconds.append(time.perf_counter() - t)
+    batch_events = [e for e in record.handlers() if 'batch' in e or e.endswith(('pred', 'loss', 'backward', 'step'))]
+    return statistics.median(seconds), batch_events
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--rounds', type=int, default=7)
@@ -241,6 +258,10 @@ def main():
         print(f"| {n} | {statistics.median(times[n]):.3f} | {base} | {statistics.median(ratios):.3f}x | "
               f"{memory[n] / 2**20:.2f} |")
     print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
+    with tempfile.TemporaryDirectory() as out: per_fit, batch_events = run_record_cost(dl, out)
+    print(f"RunRecord: {per_fit * 1000:.1f} ms a fit (before_fit and after_fit: run.json written twice, git asked "
+          f"once), {per_fit / args.steps * 1e6:.1f} us a step of a {args.steps}-step fit; handlers of batch events: "
+          f"{batch_events or 'none'}")
     if not args.bert_steps: return
     try: import transformers  # noqa: F401
     except ImportError: return print("\n(transformers is not installed: no tiny BERT table; pip install -e '.[dev]')")

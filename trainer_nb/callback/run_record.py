@@ -154,11 +154,13 @@ def git_state(folder='.', # the working folder
     def git(*args) -> subprocess.CompletedProcess | None:
         try: return subprocess.run(['git', *args], cwd=folder, capture_output=True, text=True, timeout=timeout, env=env)
         except (OSError, subprocess.SubprocessError): return None  # (no git, or it took too long)
-    head = git('rev-parse', 'HEAD')
-    if head is None or head.returncode != 0: return None  # (not a checkout, or one without a commit yet)
-    status = git('status', '--porcelain', '--untracked-files=no')
-    dirty = bool(status.stdout.strip()) if status is not None and status.returncode == 0 else None  # (None: unknown)
-    return {'commit': head.stdout.strip(), 'dirty': dirty}
+    # one command (each costs a process, ~1.7 ms here): the commit on its '# branch.oid' line, a line per change
+    status = git('status', '--porcelain=v2', '--branch', '--untracked-files=no')
+    if status is None or status.returncode != 0: return None  # (no git, too slow, or not a checkout)
+    lines = status.stdout.splitlines()
+    commit = next((l.split()[2] for l in lines if l.startswith('# branch.oid ')), None)
+    if commit is None or commit == '(initial)': return None  # (a checkout without a commit yet)
+    return {'commit': commit, 'dirty': any(not l.startswith('#') for l in lines)}
 
 def environment() -> dict:
     "The versions of torch, python and trainer_nb, and the git state of the working folder."
