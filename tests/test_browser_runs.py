@@ -25,8 +25,8 @@ CELLS = [
     "for lr in (3e-3, 1e-2):\n"
     "    learn = digits_learner(root / f'lr{lr:g}', lr=lr)\n"
     "    with learn.no_bar(): learn.fit(4)",
-    # about 10 s: long enough to look at it while it runs
-    "slow = LambdaCallback(before_batch=lambda learn: learn.training and time.sleep(0.025))\n"
+    # about 4 s (92 steps of 40 ms, and the validations): long enough to look at it while it runs
+    "slow = LambdaCallback(before_batch=lambda learn: learn.training and time.sleep(0.04))\n"
     "learn = digits_learner(root / 'lr0.03', lr=3e-2)\n"
     "learn.fit(4, cbs=slow, compare=[root / 'lr0.003', root / 'lr0.01'])",
     "runs = Runs(root)\n"
