@@ -104,7 +104,7 @@ def test_compare_live_then_the_runs_table_survives_reopening(tmp_path, artifacts
             assert rows == ['lr0.003', 'lr0.01', 'lr0.03'], rows
             header = page.eval_on_selector_all('.jp-OutputArea-output table:has-text("lr0.003") th',
                                                'els => els.map(e => e.innerText)')
-            assert header[:2] == ['run', 'lr'] and 'valid/accuracy' in header and 'perf/samples_per_s' in header, header
+            assert header[:2] == ['run', 'lr'] and 'valid/accuracy' in header and 'samples/s' in header, header
             final = images(page)
             assert grey_pixels(final[0]) > 100  # the compared fit's final figure keeps the grey curves
             save_notebook(page, saved, mtime0)

@@ -251,9 +251,12 @@ def test_runs_table_shows_what_differs(tmp_path):
     assert not any(k.startswith(('model.', 'data.', 'env.', 'seed.')) for k in keys)
     columns, rows = runs.table()
     assert columns[0] == 'run' and columns[-11:] == ['stop', 'fits', 'steps', 'valid/loss', 'valid/r2',
-                                                     'best valid/loss', 'best valid/r2', 'perf/samples_per_s',
-                                                     'perf/data_ms', 'perf/compute_ms', 'perf/rss_mb']
-    assert all(float(r[columns.index('perf/samples_per_s')]) > 0 for r in rows)
+                                                     'best valid/loss', 'best valid/r2', 'samples/s',
+                                                     'data ms', 'compute ms', 'peak MB']  # (Throughput's, in short)
+    assert all(float(r[columns.index('samples/s')]) > 0 for r in rows)
+    assert runs.sort('samples/s').names == runs.sort('perf/samples_per_s').names  # (the header, or the name)
+    fastest = [runs.value(r, 'samples/s') for r in runs.sort('samples/s').runs]
+    assert fastest == sorted(fastest, reverse=True)  # best first: the most samples a second
     assert [r[columns.index('cbs.GradientClip.max_norm')] for r in rows] == ['-', '-', '0.5']
     assert [r[columns.index('callbacks')] for r in rows] == ['', '', '+GradientClip']  # (what not all runs have)
     # sorted best first: a loss ascending, r2 (better higher) descending

@@ -23,9 +23,9 @@ from .plotting import plot_png
 from .writers import read_metrics
 
 # %% auto #0
-__all__ = ['flatten', 'merged_keys', 'differing_settings', 'as_number', 'read_metrics_file', 'rows_series', 'better', 'Run',
-           'find_runs', 'matching', 'cell_text', 'text_table', 'column_mode', 'sort_runs', 'PNG', 'plot_runs', 'Runs',
-           'runs_parser', 'main']
+__all__ = ['PERF_HEADERS', 'flatten', 'merged_keys', 'differing_settings', 'as_number', 'read_metrics_file', 'rows_series',
+           'better', 'Run', 'find_runs', 'matching', 'cell_text', 'text_table', 'column_mode', 'sort_runs', 'PNG',
+           'plot_runs', 'Runs', 'runs_parser', 'main']
 
 # %% ../nbs/18_runs.ipynb #fd0eaf0e
 def flatten(settings: dict, prefix: str = '') -> dict:
@@ -176,6 +176,10 @@ def matching(runs: list[Run], pattern) -> list[Run]:
         raise TypeError(f"pattern must be a glob pattern such as 'lr*', or a list of them; got {pattern!r}.")
     return [r for r in runs if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
 
+# the table's short headers for what `Throughput` measured (a step's data and compute times, in ms; peak memory)
+PERF_HEADERS = {'perf/samples_per_s': 'samples/s', 'perf/data_ms': 'data ms', 'perf/compute_ms': 'compute ms',
+                'perf/rss_mb': 'peak MB', 'perf/cuda_mb': 'peak GPU MB'}
+
 def cell_text(value) -> str:
     "A value as a table shows it: a float to 4 significant digits (from 10,000 on, whole), a list in brackets, '-' if missing."
     if value is _MISSING: return '-'
@@ -194,6 +198,8 @@ def text_table(columns: list[str], rows: list[list[str]]) -> str:
 def column_mode(runs, column: str) -> str:
     "The direction in which `column` improves: a metric's, as recorded (else guessed from its name); 'min' otherwise."
     name = column.removeprefix('best ')
+    name = next((n for n, header in PERF_HEADERS.items() if header == name), name)
+    if name.startswith('perf/'): return 'max' if name == 'perf/samples_per_s' else 'min'  # (faster; less memory)
     recorded = [r.best[name].get('mode') for r in runs.runs if name in r.best]
     if recorded and recorded[0] in ('min', 'max'): return recorded[0]
     return auto_mode(name) if any(name in r.final for r in runs.runs) else 'min'
@@ -300,6 +306,7 @@ class Runs:
 
     def value(self, run: Run, column: str):
         "What the table shows for `run` in `column` (a column, or any setting's dotted key); `_MISSING` if nothing."
+        column = next((name for name, header in PERF_HEADERS.items() if header == column), column)  # ('samples/s')
         if column == 'run': return run.name
         if column == 'fits': return len(run.entries)
         if column in ('stop', 'steps'):
@@ -320,7 +327,8 @@ class Runs:
     def table(self) -> tuple[list[str], list[list[str]]]:
         "The columns, and a row of text per run."
         columns = self.columns()
-        return columns, [[cell_text(self.value(r, c)) for c in columns] for r in self.runs]
+        rows = [[cell_text(self.value(r, c)) for c in columns] for r in self.runs]
+        return [PERF_HEADERS.get(c, c) for c in columns], rows
 
     def notes(self) -> list[str]:
         "A line per run that could not be read whole, and one if there is no run to show."
