@@ -20,12 +20,12 @@ from .callback.tracker import auto_mode
 from .core import in_notebook
 from .files import atomic_write
 from .plotting import plot_png
-from .writers import read_metrics
+from .writers import as_number, metrics_series, read_metrics
 
 # %% auto #0
-__all__ = ['PERF_HEADERS', 'flatten', 'merged_keys', 'differing_settings', 'as_number', 'read_metrics_file', 'rows_series',
-           'better', 'Run', 'find_runs', 'matching', 'cell_text', 'text_table', 'column_mode', 'sort_runs', 'PNG',
-           'plot_runs', 'Runs', 'runs_parser', 'main']
+__all__ = ['PERF_HEADERS', 'flatten', 'merged_keys', 'differing_settings', 'read_metrics_file', 'better', 'Run', 'find_runs',
+           'matching', 'cell_text', 'text_table', 'column_mode', 'sort_runs', 'PNG', 'plot_runs', 'Runs', 'runs_parser',
+           'main']
 
 # %% ../nbs/18_runs.ipynb #fd0eaf0e
 def flatten(settings: dict, prefix: str = '') -> dict:
@@ -64,12 +64,6 @@ def differing_settings(records: list[dict], # each run's settings, nested or fla
     return [k for k in differ if not any(columns[o] == columns[k] and (len(o), o) < (len(k), k) for o in differ)]
 
 # %% ../nbs/18_runs.ipynb #b8c8010a
-def as_number(value) -> float | None:
-    "A value of a JSON file as a float ('nan' and 'inf' as written for NaN and infinities), or None if not a number."
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)): return None
-    try: return float(value)
-    except ValueError: return None
-
 def read_metrics_file(path: Path) -> tuple[list[dict], str | None]:
     "The rows of the `metrics.json` at `path`, and a note if it cannot be read whole ([] and None if there is none)."
     if not path.is_file(): return [], None
@@ -82,16 +76,6 @@ def read_metrics_file(path: Path) -> tuple[list[dict], str | None]:
         return [], f"metrics.json: {where}; its curves are not shown"
     note = "metrics.json ends in a line cut short (left out): still being written?"
     return [r for r in rows if isinstance(r, dict)], note
-
-def rows_series(rows: list[dict], name: str) -> tuple[list, list]:
-    "The steps and values of `name` in metrics.json's rows (values that are not numbers left out)."
-    steps, values = [], []
-    for row in rows:
-        value, step = as_number(row.get(name)), row.get('iter')
-        if value is not None and isinstance(step, int):
-            steps.append(step)
-            values.append(value)
-    return steps, values
 
 def _dict(value) -> dict:
     "`value` if it is a dict, else {} (a damaged entry's field)."
@@ -116,6 +100,7 @@ class Run:
         self.name = name or self.path.name
         self.entries, entries_note = read_run_file(self.path / RUN_FILE)
         self.rows, rows_note = read_metrics_file(self.path / METRICS_FILE)
+        self.curves = metrics_series(self.rows)  # name -> (steps, values)
         self.note = '; '.join(n for n in (entries_note, rows_note) if n) or None  # what could not be read
         last = self.entries[-1] if self.entries else {}
         # the last entry's settings and environment as dotted keys (None without run.json)
@@ -141,7 +126,7 @@ class Run:
 
     def series(self, name: str) -> tuple[list, list]:
         "The steps and values of the scalar `name`, from metrics.json."
-        return rows_series(self.rows, name)
+        return self.curves.get(name, ([], []))
 
     def _last_values(self) -> dict:
         "The last value of each `valid/...` and `test/...` scalar of metrics.json."

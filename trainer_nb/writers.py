@@ -14,7 +14,7 @@ from .core import format_seconds, time_left
 from .events import EventStorage
 
 # %% auto #0
-__all__ = ['EventWriter', 'JSONWriter', 'read_metrics', 'ConsoleWriter', 'TensorBoardWriter']
+__all__ = ['EventWriter', 'JSONWriter', 'read_metrics', 'as_number', 'metrics_series', 'ConsoleWriter', 'TensorBoardWriter']
 
 # %% ../nbs/01a_writers.ipynb #a3cc5c88
 class EventWriter:
@@ -141,6 +141,25 @@ def _damaged(path, line: int, why: str, cut: bool) -> str:
                     "mid-line. read_metrics(path, partial=True) leaves that line out.")
     return f"{path}, line {line}, is not JSON ({why}): the file is damaged."
 
+def as_number(value) -> float | None:
+    "A value of a JSON file as a float ('nan' and 'inf' as written for NaN and infinities), or None if not a number."
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)): return None
+    try: return float(value)
+    except ValueError: return None
+
+def metrics_series(records: list[dict]) -> dict[str, tuple[list, list]]:
+    "The curves of `read_metrics`'s records: name -> (steps, values), the values as floats (values not numbers left out)."
+    series = {}
+    for record in records:
+        step = record.get('iter') if isinstance(record, dict) else None
+        if not isinstance(step, int): continue
+        for name, value in record.items():
+            value = as_number(value) if name != 'iter' else None
+            if value is None: continue
+            steps, values = series.setdefault(name, ([], []))
+            steps.append(step)
+            values.append(value)
+    return series
 
 # %% ../nbs/01a_writers.ipynb #8863bf55
 class ConsoleWriter(EventWriter):

@@ -16,7 +16,7 @@ from .core import Callback
 from ..files import atomic_write
 from ..core import import_in_background, in_notebook, time_left
 from ..plotting import LiveFigure, PlotData
-from ..writers import read_metrics
+from ..writers import metrics_series, read_metrics
 
 # %% auto #0
 __all__ = ['DrawBudget', 'LivePlot', 'choose_frame', 'check_compare', 'run_series', 'run_labels', 'LivePlotCallback']
@@ -228,16 +228,8 @@ def check_compare(compare) -> list[str]:
     return [str(folder) for folder in folders]
 
 def run_series(folder) -> dict:
-    "The scalars of the run in `folder`, from its metrics.json: name -> (steps, values)."
-    series = {}
-    for record in read_metrics(Path(folder) / 'metrics.json', partial=True):
-        step = record.get('iter')
-        for name, value in record.items():
-            if name != 'iter' and isinstance(value, (int, float)) and isinstance(step, int):
-                steps, values = series.setdefault(name, ([], []))
-                steps.append(step)
-                values.append(value)
-    return series
+    "The scalars of the run in `folder`, from its metrics.json (a last line still being written left out)."
+    return metrics_series(read_metrics(Path(folder) / 'metrics.json', partial=True))
 
 def run_labels(folders: list[str]) -> list[str]:
     "A short label per folder: its name, or its path where two names are the same."

@@ -149,8 +149,9 @@ class _LinesMasterBar(_NoBar):
 
 def _close(bar, at: int | None = None):
     "End a child bar, after moving it to `at` batches (fastprogress's text bar ends itself when it reaches its total)."
-    if bar is not None and bar.last_v is not None and at is not None and at != bar.last_v: bar.update(at)
-    if bar is not None and bar.last_v is not None: bar.on_iter_end()
+    if bar is None or bar.last_v is None: return  # (no bar, or one that ended already)
+    if at is not None and at != bar.last_v: bar.update(at)
+    if bar.last_v is not None: bar.on_iter_end()
 
 def _is_terminal(stream) -> bool:
     "Whether `stream` is a terminal: its `isatty()` called (not just looked up), False without one or if closed."
