@@ -1,6 +1,10 @@
 import os
+import sys
 
 os.environ.setdefault('MPLBACKEND', 'Agg')
+# The commands the tests start (jupyter, sphinx-build, nbdev's, `python` in tools/*.sh) are this environment's, even
+# when pytest runs from a virtual environment that is not activated (`.venv/bin/pytest tests`).
+os.environ['PATH'] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get('PATH', '')
 
 from pathlib import Path
 

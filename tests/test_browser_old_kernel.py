@@ -8,9 +8,11 @@ kernel interrupt (what ■ sends) stops the fit cleanly at a batch boundary, the
 """
 import re
 import secrets
+import site
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,19 +33,48 @@ REPORT = "print('RESULT', learn.stop_reason, learn.step, learn.fit_state.resumab
 RESUME = "learn.resume()\nprint('RESUMED', learn.stop_reason, learn.step)"
 
 
+def environment_pth() -> str:
+    """A `.pth` file's text that adds this environment's package folders (and their own `.pth` files, such as an
+    editable install's) to another environment's `sys.path`, after that environment's own packages.
+
+    `python -m venv --system-site-packages` would see the base Python's packages, not this environment's: run from a
+    virtual environment, the new one would have no JupyterLab and no trainer_nb. This works from a virtual environment,
+    a conda environment or the system's Python alike."""
+    folders = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    return f"import site; list(map(site.addsitedir, {[f for f in folders if Path(f).is_dir()]!r}))\n"
+
+
+def venv_site_packages(python: str) -> Path:
+    return Path(subprocess.run([python, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+                               capture_output=True, text=True, check=True).stdout.strip())
+
+
 @pytest.fixture(scope='module')
 def old_kernel_python(tmp_path_factory) -> str:
     "The Python of a venv over this environment's packages, with ipykernel 6 in place of 7 (pip, from PyPI)."
     venv = tmp_path_factory.mktemp('ipykernel6') / 'venv'
-    subprocess.run([sys.executable, '-m', 'venv', '--system-site-packages', str(venv)], check=True)
+    subprocess.run([sys.executable, '-m', 'venv', str(venv)], check=True)
     python = str(venv / 'bin' / 'python')
+    (venv_site_packages(python) / 'zz_parent_environment.pth').write_text(environment_pth())
     pip = subprocess.run([python, '-m', 'pip', 'install', '-q', '--disable-pip-version-check', 'ipykernel<7'],
                          capture_output=True, text=True)
     if pip.returncode: pytest.fail(f"pip install 'ipykernel<7' failed:\n{pip.stderr[-2000:]}")
-    version = subprocess.run([python, '-c', 'import ipykernel; print(ipykernel.__version__)'], capture_output=True,
-                             text=True, check=True).stdout.strip()
+    check = 'import ipykernel, jupyterlab, trainer_nb; print(ipykernel.__version__)'
+    version = subprocess.run([python, '-c', check], capture_output=True, text=True, check=True).stdout.strip()
     assert int(version.split('.')[0]) < 7, version
     return python
+
+
+def test_a_new_venv_sees_this_environments_packages(tmp_path):
+    "The fixture's way of reaching this environment's packages, checked alone (fast, no pip): JupyterLab and trainer_nb."
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(tmp_path / 'v')], check=True)
+    python = str(tmp_path / 'v' / 'bin' / 'python')
+    assert subprocess.run([python, '-c', 'import jupyterlab'], capture_output=True).returncode != 0  # (alone: none)
+    (venv_site_packages(python) / 'zz_parent_environment.pth').write_text(environment_pth())
+    out = subprocess.run([python, '-c', 'import jupyterlab, trainer_nb, sys; print(trainer_nb.__file__, sys.prefix)'],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert Path(out[0]).resolve().parent == (Path(__file__).parents[1] / 'trainer_nb').resolve()
+    assert Path(out[1]) == tmp_path / 'v'  # (still the new environment: its own packages come first)
 
 
 @pytest.mark.slow

@@ -160,10 +160,6 @@ class Learner:
             try: return self._run_validate(self.dls.eval_loader(dl), split)
             finally: self._set_mode(False, None)  # (the model stays in eval mode)
 
-    def request_stop(self, reason: str = 'interrupted'):
-        "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
-        self.controls.request_stop(check_stop_reason(reason))
-
     def no_bar(self):
         "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
         return self.removed_cbs(*[c for c in self.cbs if c.name in DISPLAY_CALLBACKS])
