@@ -138,7 +138,8 @@ def learner_state(learn) -> dict:
             'storage': learn.storage.state_dict(), 'fit_state': fit_state,
             'rng': stop.rng if stopped and stop.rng is not None else rng_states(),
             'loader': stop.loader if stopped else (train.state_dict() if is_stateful(train) else None),
-            'grads': pending_grads(learn), 'controls': learn.controls.state_dict(), 'epoch_rng': stop.epoch_rng}
+            'grads': pending_grads(learn), 'controls': learn.controls.state_dict(), 'epoch_rng': stop.epoch_rng,
+            'held': stop.held if stopped else None}  # (a batch an out-of-memory stop took and did not train on)
 
 def own_callbacks(learn) -> list:
     "The learner's own callbacks, which it keeps between fits: not those given to its running or stopped fit."
@@ -180,7 +181,8 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     learn.fit_state = FitState()
     learn.fit_state.load_state_dict(state['fit_state'])
     set_rng_states(state['rng'])
-    learn.stop_point.load(state['rng'], state['loader'], dict(state['fit_callbacks']), state['epoch_rng'])  # (for `resume`)
+    learn.stop_point.load(state['rng'], state['loader'], dict(state['fit_callbacks']), state['epoch_rng'],
+                          state.get('held'))  # (for `resume`)
     learn.controls.load_state_dict(state['controls'])
     grads = {plain_key(k): g for k, g in (state['grads'] or {}).items()}
     for name, p in learn.raw_model.named_parameters():

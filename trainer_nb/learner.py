@@ -16,6 +16,7 @@ from .callback.core import (DISPLAY_CALLBACKS, Callback, Callbacks, CancelBackwa
                                       CancelStepException, CancelTrainException, CancelValidException,
                                       as_callback_list, first_error, fit_error, show_loop, stop_reason_of)
 from .callback.liveplot import LivePlotCallback, check_compare
+from .callback.micro import micro_parts
 from .callback.outputs import get_preds, predict, sample_losses
 from .callback.panel import ControlPanelCallback
 from .callback.progress import ProgressCallback
@@ -25,11 +26,13 @@ from .callback.schedule import fit_flat_cos, fit_one_cycle, fit_warmup_cos, lr_f
 from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state, load_learner,
                                    restore_learner, save_learner)
 from .controls import Controls, check_stop_reason
-from .core import DeferredInterrupt, SingleProcess, default_device, stop_message, to_device, unwrap_model
+from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, stop_message, to_device,
+                             unwrap_model)
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .distributed import set_comm
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
+from .oom import BatchStart, drop_frames, first_line, free_memory, out_of_memory_message
 from .parts import (batch_size, call_model, check_device, check_loss, check_lr, check_metrics_loaders,
                               check_parts, check_run_folder, check_step_output, check_target_key, compiled,
                               make_optimizer, model_loss, nan_guard_for, predictions, refuse_nested, scaled_step,
@@ -87,6 +90,8 @@ class Learner:
         self.callbacks = Callbacks(learn=self)
         self.training = self.in_fit = False
         self.dl = self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
+        self.batch_start = BatchStart(self.model, self.device)  # what a batch changes before its step (`oom` chapter)
+        self.undoable = False  # whether an out-of-memory error now could be undone (before the optimizer step)
         self.split, self.data_time = 'train', 0.  # split: 'train', 'valid', 'test' or 'preds' (get_preds)
         self.valid_results = self.test_results = self.lr_find_results = None
         self.tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
@@ -225,7 +230,7 @@ class Learner:
                 release_workers(self.dls)  # (persistent loaders' worker processes: see the `data` chapter)
                 self.in_fit = False
                 self._set_mode(False, None)
-                self.batch = self.xb = self.yb = self.pred = None
+                self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
 
     def _fit(self):
         "`before_fit`, the epochs, a test evaluation, then always `after_fit`; the error, if any, is raised last."
@@ -237,7 +242,7 @@ class Learner:
             except CancelFitException:
                 self._stopped(self.controls.stop_kind or 'cancelled', at_boundary=True)
                 self.callbacks.run('after_cancel_fit')
-            if self.stop_reason != 'interrupted' and self.dls.test is not None:
+            if self.stop_reason not in ('interrupted', 'out_of_memory') and self.dls.test is not None:
                 self.test_results = self._run_validate(self.dls.test, split='test')
         except BaseException as e: self._end_fit(e)
         else: self._end_fit(None)
@@ -275,12 +280,14 @@ class Learner:
         state = self.fit_state
         self._validate_if_due()  # a validation that an interrupt cut short is run again first
         batches = timed(self.stop_point.train_batches(self.dl, state))
+        self.batch_start = BatchStart(self.model, self.device)
         self._at_boundary()
         for data_time, batch in batches:
             self._set_batch(batch, data_time)
-            state.start_train_batch(batch_size(self.xb, self.yb) * self.comm.world_size)
+            n_samples = batch_size(self.xb, self.yb) * self.comm.world_size
+            state.start_train_batch(n_samples)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
-            self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
+            self._train_batch(batch, n_samples)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
@@ -288,6 +295,63 @@ class Learner:
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
         if state.pending_micro:  # what the last batches left (a loader of unknown length, a skipped step)...
             with suppress(CancelBatchException): self._step_and_zero()  # ...unless a callback puts it off again
+
+    # ---- out of memory in a batch: undone before its step (see the `oom` chapter)
+    def _train_batch(self, batch, n_samples: int):
+        "A training batch's phase; if it runs out of memory before its step: undone, then retried in parts or stopped before."
+        self.batch_start.take(self.fit_state)
+        while True:
+            error = self._until_out_of_memory(self._train_batch_phase)
+            if error is None: return
+            self._undo_batch()
+            if not any(cb.retry_out_of_memory() for cb in self.cbs if hasattr(cb, 'retry_out_of_memory')):
+                self._stop_out_of_memory(error, batch, n_samples)
+            self._set_batch(batch, self.data_time)  # (again as loaded: before_batch may have changed xb)
+
+    def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
+
+    def _until_out_of_memory(self, body) -> str | None:
+        "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
+        self.undoable = True  # until the optimizer step starts, or a backward adds to earlier batches' gradients
+        try: body()
+        except torch.OutOfMemoryError as e:
+            if self.undoable: return first_line(e)
+            raise drop_frames(add_note(e, "(out of memory in the optimizer step, after it, or in a backward pass that "
+                                          "added to the gradients of earlier batches: the step may be half applied, so "
+                                          "the fit cannot stop cleanly here. Load the last checkpoint (learn.load("
+                                          "'last')), then resume with MicroBatches or a smaller batch.)"))
+        return None
+
+    def _undo_batch(self):
+        "Put back what a training batch changed before its step: its gradients and tensors, random states, batch-norm statistics."
+        self.pred = self.loss = self.loss_grad = self.loss_parts = None
+        if not self.batch_start.pending_micro: self.opt.zero_grad(set_to_none=True)
+        self.batch_start.restore(self.fit_state)
+        self.callbacks.run('after_cancel_batch')  # (what callbacks hold for a batch: autocast...)
+        free_memory(self.device)
+
+    def _stop_out_of_memory(self, error: str, batch, n_samples: int):
+        "Stop the fit before the batch that ran out of memory: the loader's batch is held, to be trained on first by `resume`."
+        print(out_of_memory_message(fit_position(self), n_samples // self.comm.world_size, self.device, error,
+                                    self.resume_hint, self.fit_state.micro), flush=True)
+        self.fit_state.undo_train_batch(n_samples)
+        self.stop_point.held = [batch, n_samples]
+        self.batch = self.xb = self.yb = None
+        self.controls.request_stop('out_of_memory')
+        raise CancelFitException('out of memory')
+
+    def _valid_out_of_memory(self, error: str):
+        "A validation batch ran out of memory: in a fit, the fit stops (`resume` validates again); outside, an error."
+        n = batch_size(self.xb, self.yb)
+        where = fit_position(self) if self.in_fit else f"{self.split} batch {self.fit_state.iter + 1}"
+        self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_parts = self.tally = None
+        free_memory(self.device)
+        if not self.in_fit:
+            raise torch.OutOfMemoryError(f"Out of memory in {where} ({n} samples): {error} Nothing of it is kept. "
+                                         f"Evaluate with smaller batches (a loader with batch_size={max(n // 2, 1)}).")
+        print(out_of_memory_message(where, n, self.device, error, self.resume_hint), flush=True)
+        self.controls.request_stop('out_of_memory')
+        raise CancelFitException('out of memory')
 
     def _validate_if_due(self, epoch_end: bool = False):
         "Validate if the fit state says so (`eval_every` steps, the epoch's end); mid-epoch, then go back to training."
@@ -333,7 +397,8 @@ class Learner:
                     raise CancelFitException('stop requested')
                 self.fit_state.iter = i
                 self._set_batch(batch, data_time)
-                self.callbacks.phase('batch', self._valid_one_batch, CancelBatchException)
+                error = self._until_out_of_memory(self._valid_batch_phase)
+                if error is not None: self._valid_out_of_memory(error)
         self.stop_point.valid_rng = None
         self.valid_results = self.tally.results(self.comm.all_reduce_sum)
 
@@ -364,17 +429,37 @@ class Learner:
         self.loss, self.loss_parts = model_loss(self.pred, self.yb, self.loss_func, self.training)
 
     def _train_one_batch(self):
+        if self.fit_state.micro == 1: self._forward_backward()
+        else: self._forward_backward_parts()
+        if self.fit_state.steps_now: self._step_and_zero()
+
+    def _forward_backward(self, weight=None):
+        "Forward, loss and backward of the batch (or of a part of it, whose loss counts for `weight` of the batch's)."
         self._forward()
+        if weight is not None: self.loss_grad = self.loss_grad * weight
         if self.guard.stops(self.loss, self.comm, self.fit_state):  # a NaN or inf loss: the fit stops...
             self.controls.request_stop('nonfinite')
             raise CancelBatchException  # ...without this batch's backward and step
+        if self.batch_start.pending_micro: self.undoable = False  # (it adds to the gradients of earlier batches)
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
         finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
-        if self.fit_state.steps_now: self._step_and_zero()
+
+    def _forward_backward_parts(self):
+        "The batch in `fit_state.micro` parts (`MicroBatches`), each weighted by its share: one batch's gradients."
+        whole, pending, losses = (self.batch, self.xb, self.yb), self.fit_state.pending_micro, []
+        try:
+            for self.batch, self.xb, self.yb, weight in micro_parts(self.batch, self.xb, self.yb, self.fit_state.micro):
+                self._forward_backward(weight)
+                losses.append(self.loss.detach() * weight)
+        finally:
+            self.batch, self.xb, self.yb = whole
+            if self.fit_state.pending_micro > pending: self.fit_state.pending_micro = pending + 1  # (one batch)
+        self.loss = sum(losses)  # the whole batch's loss, for what reads it (the recorder)
 
     def _backward(self): self.loss_grad.backward()
 
     def _step_and_zero(self):
+        self.undoable = False  # (from here, an out-of-memory error may leave the step half applied)
         self.callbacks.phase('step', self._opt_step, CancelStepException)
         self.opt.zero_grad(set_to_none=True)
         self.fit_state.pending_micro = 0
@@ -383,6 +468,8 @@ class Learner:
         if self.controls.lr_scale == 1.: self.opt.step()
         else: scaled_step(self.opt, self.controls.lr_scale)  # `controls.scale_lr`: the lr times a factor, for this step
         self.fit_state.count_step()
+
+    def _valid_batch_phase(self): self.callbacks.phase('batch', self._valid_one_batch, CancelBatchException)
 
     def _valid_one_batch(self):
         self._forward()

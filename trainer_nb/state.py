@@ -5,6 +5,7 @@
 # %% ../nbs/03b_state.ipynb #0143c8c9
 from __future__ import annotations
 
+import itertools
 import random
 from contextlib import contextmanager
 
@@ -33,6 +34,7 @@ class FitState:
         self.n_epochs, self.n_steps, self.batches_per_epoch = n_epochs, n_steps, batches_per_epoch
         self.eval_every, self.plan = eval_every, plan or {'method': 'fit'}
         self.accum_every, self.pending_micro = 1, 0  # batches per optimizer step; batches since the last step
+        self.micro = 1  # the parts each training batch is split into (`MicroBatches`): part of the fit, kept by a resume
         self.steps_now = True   # whether the training batch running now ends with an optimizer step
         self.epoch, self.iter, self.epoch_iter = 0, 0, 0
         self.train_done = self.epoch_complete = False
@@ -106,6 +108,13 @@ class FitState:
         self.samples += n_samples
         self.epoch_offset += n_samples
         self.steps_now = self.ends_step(self.epoch_iter)
+
+    def undo_train_batch(self, n_samples: int):
+        "Take back `start_train_batch(n_samples)`: the batch will be taken again (an out-of-memory stop)."
+        self.epoch_iter, self.batches = self.epoch_iter - 1, self.batches - 1
+        self.iter = max(self.epoch_iter - 1, 0)
+        self.samples -= n_samples
+        self.epoch_offset -= n_samples
 
     def count_step(self):
         "Count an optimizer step."
@@ -227,6 +236,7 @@ class StopPoint:
         self.loader: dict | None = None    # a stateful train loader's position where the fit stopped
         self.epoch_rng: list | None = None # [epoch, random states at its start], for a loader that is replayed
         self.cb_states: dict = {}          # loaded states of callbacks the learner does not have (yet)
+        self.held: list | None = None      # [batch, samples]: a batch taken from the loader and not trained on (OOM)
 
     def remember(self, train_dl):
         "At a clean stop: the random states (from the start of a cut-short validation) and the loader's position."
@@ -243,7 +253,14 @@ class StopPoint:
         "The training batches of `state`'s epoch, from where it is (a replayed loader: from the epoch's random states)."
         if state.seed_epoch != state.epoch:  # a new epoch draws its order; a resumed one keeps the order it drew
             state.epoch_seed, state.seed_epoch = draw_epoch_seed(dl), state.epoch
-        args = (dl, state.epoch, state.epoch_seed, state.epoch_iter, self.take_loader_state(), state.epoch_offset)
+        held, self.held = self.held, None  # a batch already taken (an out-of-memory stop): first, then the ones after it
+        skip, offset = (state.epoch_iter, state.epoch_offset) if held is None else (state.epoch_iter + 1,
+                                                                                    state.epoch_offset + held[1])
+        batches = self._epoch_batches(dl, state, skip, offset)
+        return batches if held is None else itertools.chain([held[0]], batches)
+
+    def _epoch_batches(self, dl, state: FitState, skip: int, offset: int):
+        args = (dl, state.epoch, state.epoch_seed, skip, self.take_loader_state(), offset)
         if not replays(dl): return epoch_batches(*args)
         if self.epoch_rng is None or self.epoch_rng[0] != state.epoch:  # a new epoch: remember how it starts
             self.epoch_rng = [state.epoch, rng_states()]
@@ -256,15 +273,16 @@ class StopPoint:
         "Put the random generators back where the fit stopped (if it stopped cleanly)."
         if self.rng is not None: set_rng_states(self.rng)
 
-    def load(self, rng: dict, loader: dict | None, cb_states: dict, epoch_rng: list | None = None):
+    def load(self, rng: dict, loader: dict | None, cb_states: dict, epoch_rng: list | None = None,
+             held: list | None = None):
         "The stop point of a checkpoint: its random states, loader position, unclaimed callback states, epoch's start."
         self.rng, self.loader, self.cb_states, self.fit_cbs, self.valid_rng = rng, loader, cb_states, None, None
-        self.epoch_rng = epoch_rng
+        self.epoch_rng, self.held = epoch_rng, held
 
 # %% ../nbs/03b_state.ipynb #a6d68968
 def is_resumable(learn) -> bool:
     "Whether the last fit stopped at a batch boundary before its end, so that `learn.resume()` can continue it."
-    return learn.fit_state.stop_reason == 'interrupted' and learn.fit_state.resumable
+    return learn.fit_state.stop_reason in ('interrupted', 'out_of_memory') and learn.fit_state.resumable
 
 def check_resumable(state: FitState):
     "Raise a `RuntimeError` that says what to do instead, unless `learn.resume()` can continue the fit of `state`."
@@ -300,5 +318,8 @@ def fit_status(learn) -> str:
     if reason == 'interrupted':
         if is_resumable(learn): return f"stopped at {where} (interrupted); {learn.resume_hint} continues it"
         return f"stopped at {where} (interrupted in the middle of a batch, so {learn.resume_hint} cannot continue it)"
+    if reason == 'out_of_memory':
+        return (f"stopped at {where}: the next batch ran out of memory (nothing of it applied); {learn.resume_hint} "
+                "retries it")
     if reason == 'cancelled': return f"cancelled by a callback at {where}"
     return f"stopped by an error at {where} (see the traceback)"

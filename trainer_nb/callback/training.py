@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from .core import Callback, CancelStepException
+from .micro import count_items
 from ..core import HeldContext, whole_number
 
 # %% auto #0
@@ -15,18 +16,34 @@ __all__ = ['GradientAccumulation', 'GradientClip', 'MixedPrecision']
 
 # %% ../../nbs/13_callback.training.ipynb #7c117908
 class GradientAccumulation(Callback):
-    "Step the optimizer every `n_acc` training batches, on their mean gradient (and at the end of each epoch)."
+    "Step the optimizer every `n_acc` training batches, on the gradient of their whole loss (and at the end of each epoch)."
     order = -20  # first: it sets the step accounting that schedules read in before_fit
     run_valid = False
     def __init__(self, n_acc: int = 2): # training batches per optimizer step
         whole_number(n_acc, 'n_acc')
         self.n_acc = n_acc
+        self.items = self.ref = None  # this batch's samples or counted positions; the group's, if all were the first's
+        self.done = self.total = 0    # the group's count before this batch, and with it
 
     def before_fit(self): self.learn.fit_state.set_accumulation(self.n_acc)
 
-    def before_backward(self):
-        state = self.learn.fit_state
-        self.learn.loss_grad = self.learn.loss_grad / state.group_size(state.iter)
+    def before_batch(self):
+        learn, state = self.learn, self.learn.fit_state
+        self.items = count_items(learn.xb, learn.yb)
+        if not state.pending_micro: self.ref, self.done = self.items * state.group_size(state.iter), 0  # a new group
+        self.total = self.done + self.items  # (set, not added: a batch retried after running out of memory counts once)
+
+    def before_backward(self): self.learn.loss_grad = self.learn.loss_grad / (self.ref / self.items)
+
+    def before_step(self):
+        if isinstance(self.total, int) and self.total == self.ref: return  # (batches of one size: nothing to rescale)
+        grads = [p.grad for g in self.learn.opt.param_groups for p in g['params'] if p.grad is not None]
+        torch._foreach_mul_(grads, self.ref / self.total)  # (one call for all; a tensor factor: no host sync)
+
+    def after_batch(self): self.done = self.total
+
+    def state_dict(self) -> dict: return {'ref': self.ref, 'done': self.done, 'total': self.total}
+    def load_state_dict(self, state: dict): self.ref, self.done, self.total = state['ref'], state['done'], state['total']
 
 # %% ../../nbs/13_callback.training.ipynb #52fa88c5
 class GradientClip(Callback):

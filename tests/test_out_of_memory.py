@@ -1,0 +1,200 @@
+"""Out of memory, injected as CUDA's allocator raises it (`torch.OutOfMemoryError`), on the CPU.
+
+An out-of-memory error in a training batch before its optimizer step (the forward pass, the loss, the backward pass)
+or in a validation of the fit stops the fit before that batch: `stop_reason == 'out_of_memory'`, `last.pt` written,
+nothing of the batch reachable, and `learn.resume()` (in the process, or from `last.pt` in a new learner) ends with
+the weights of the same fit never stopped, bit for bit. `MicroBatches('auto')` retries the batch in parts instead.
+"""
+import gc
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainer_nb.callback.core import Callback
+from trainer_nb.callback.micro import MicroBatches
+from trainer_nb.learner import Learner
+from trainer_nb.metrics import accuracy
+from trainer_nb.testing import weights
+
+from kernel_helpers import Kernel
+
+N_EPOCHS, BS = 3, 16
+
+
+class Fault:
+    "Raise torch.OutOfMemoryError once, at the `n`-th training (or validation) call of `where`."
+    def __init__(self, where: str | None = None, n: int = 0):
+        self.where, self.n, self.calls, self.outputs = where, n, {}, []
+
+    def hit(self, where: str, out=None):
+        if where != self.where: return
+        self.calls[where] = self.calls.get(where, 0) + 1
+        if self.calls[where] == self.n:
+            if out is not None: self.outputs.append(weakref.ref(out))  # (the failed batch's output: must be freed)
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate 2.00 GiB ({where}).")
+
+
+class FailingBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, fault): ctx.fault = fault; return x.clone()
+    @staticmethod
+    def backward(ctx, g):
+        ctx.fault.hit('backward')
+        return g, None
+
+
+class Net(nn.Module):
+    "A classifier with dropout and batch norm, whose forward or backward may run out of memory (see `Fault`)."
+    def __init__(self, fault: Fault, plain: bool = False):  # plain: no batch norm, no dropout (parts = whole)
+        super().__init__()
+        self.fault = fault
+        self.body = (nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3)) if plain else
+                     nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3)))
+
+    def forward(self, x):
+        out = self.body(x)
+        if self.training:
+            self.fault.hit('forward', out)
+            out = FailingBackward.apply(out, self.fault)
+        else: self.fault.hit('valid', out)
+        return out
+
+
+class TorchNoise(Callback):
+    "Input noise drawn from torch's generator in before_batch (a retried batch must draw the same)."
+    run_valid = False
+    def before_batch(self): self.learn.xb = (self.learn.xb[0] + 0.01 * torch.randn_like(self.learn.xb[0]),)
+
+
+def make_learner(path, fault=None, cbs=(), plain=False):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(123)
+    x = torch.randn(192 + 64, 8, generator=g)
+    y = (x[:, 0] + x[:, 1] > 0).long() + (x[:, 2] > 0.5).long()
+    train, valid = TensorDataset(x[:192], y[:192]), TensorDataset(x[192:], y[192:])
+    fault = fault or Fault()
+    def loss(out, target):
+        fault.hit('loss')
+        return nn.functional.cross_entropy(out, target)
+    return Learner(Net(fault, plain), (DataLoader(train, batch_size=BS, shuffle=True), DataLoader(valid, batch_size=BS)),
+                   loss, metrics=[accuracy], lr=1e-2, path=path, cbs=[TorchNoise(), *cbs], progress=False)
+
+
+@pytest.fixture(scope='module')
+def reference(tmp_path_factory):
+    learn = make_learner(tmp_path_factory.mktemp('ref'))
+    learn.fit_one_cycle(N_EPOCHS, 1e-2)
+    return weights(learn.model)
+
+
+@pytest.mark.parametrize('where,n', [('forward', 5), ('loss', 13), ('backward', 20), ('valid', 6)])
+def test_stop_then_resume_is_exact(tmp_path, reference, capsys, where, n):
+    fault = Fault(where, n)
+    learn = make_learner(tmp_path, fault)
+    learn.fit_one_cycle(N_EPOCHS, 1e-2)
+    out = capsys.readouterr().out
+    assert learn.stop_reason == 'out_of_memory' and learn.fit_state.resumable, learn.fit_state
+    assert 'Out of memory in' in out and 'learn.resume(cbs=[MicroBatches(2)])' in out, out
+    assert (tmp_path / 'checkpoints' / 'last.pt').is_file()
+    assert (learn.loss, learn.loss_grad, learn.loss_parts, learn.pred) == (None, None, None, None)
+    assert all(p.grad is None for p in learn.model.parameters())
+    if where == 'forward':  # the failed batch's output: freed, with nothing cleared by the test
+        gc.collect()
+        assert fault.outputs and fault.outputs[0]() is None
+    learn.resume()
+    assert learn.stop_reason == 'completed'
+    assert weights(learn.model) == reference
+
+    again = make_learner(tmp_path)  # after a restart: a new learner, the checkpoint, resume
+    again.load('last')
+    again.resume()
+    assert weights(again.model) == reference
+
+
+def test_the_stop_is_where_the_batch_starts(tmp_path):
+    learn = make_learner(tmp_path, Fault('backward', 4))
+    learn.fit_one_cycle(N_EPOCHS, 1e-2)
+    state = learn.fit_state
+    assert (state.step, state.epoch_iter, state.batches, state.samples) == (3, 3, 3, 3 * BS)
+    assert 'the next batch ran out of memory' in __import__('trainer_nb.state', fromlist=['x']).fit_status(learn)
+
+
+def test_micro_batches_auto_equals_two_parts_from_the_start(tmp_path):
+    class Limit(Callback):
+        "Out of memory for a training batch of more than 8 samples (as a too large batch on a GPU)."
+        def after_pred(self):
+            if self.learn.training and len(self.learn.xb[0]) > 8: raise torch.OutOfMemoryError("CUDA out of memory.")
+    auto = make_learner(tmp_path / 'auto', cbs=[Limit(), MicroBatches('auto')])
+    auto.fit_one_cycle(N_EPOCHS, 1e-2)
+    two = make_learner(tmp_path / 'two', cbs=[MicroBatches(2)])
+    two.fit_one_cycle(N_EPOCHS, 1e-2)
+    assert (auto.stop_reason, auto.fit_state.micro) == ('completed', 2)
+    assert weights(auto.model) == weights(two.model)
+    # against whole batches (a model where parts change nothing but the order of the sums: no batch norm, no dropout)
+    # (a few steps: over a whole fit, AdamW makes rounding differences grow, as any change of summation order does)
+    parts, whole = make_learner(tmp_path / 'p', cbs=[MicroBatches(2)], plain=True), make_learner(tmp_path / 'w', plain=True)
+    parts.fit(n_steps=4)
+    whole.fit(n_steps=4)
+    for a, b in zip(parts.model.parameters(), whole.model.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_one_sample_a_part_still_too_much_stops_with_the_message(tmp_path, capsys):
+    class Never(Callback):
+        def after_pred(self):
+            if self.learn.training: raise torch.OutOfMemoryError("CUDA out of memory.")
+    learn = make_learner(tmp_path, cbs=[Never(), MicroBatches('auto')], plain=True)  # (batch norm needs 2 samples)
+    learn.fit(1)
+    assert (learn.stop_reason, learn.fit_state.micro, learn.step) == ('out_of_memory', BS, 0)
+    assert f'in {BS} parts' in capsys.readouterr().out
+
+
+def test_resume_with_micro_batches_after_a_stop(tmp_path, reference):
+    "The fix the message names: learn.resume(cbs=[MicroBatches(2)]) goes on in parts (the same fit to float tolerance)."
+    learn = make_learner(tmp_path, Fault('forward', 5))
+    learn.fit_one_cycle(N_EPOCHS, 1e-2)
+    learn.resume(cbs=[MicroBatches(2)])
+    assert learn.stop_reason == 'completed' and learn.fit_state.micro == 2
+    again = make_learner(tmp_path)
+    again.load('last')
+    assert again.fit_state.micro == 1  # (last.pt was saved at the stop, before the parts)
+
+
+def test_out_of_memory_in_the_step_stays_an_error(tmp_path):
+    class StepFails(Callback):
+        def before_step(self):
+            if self.learn.step == 2: raise torch.OutOfMemoryError("CUDA out of memory (optimizer state).")
+    learn = make_learner(tmp_path, cbs=[StepFails()])
+    with pytest.raises(torch.OutOfMemoryError) as e:
+        learn.fit(1)
+    assert learn.stop_reason == 'error' and not learn.fit_state.resumable
+    assert any('half applied' in n for n in e.value.__notes__)
+
+
+def test_validate_outside_a_fit_names_the_batch_size(tmp_path):
+    learn = make_learner(tmp_path, Fault('valid', 2))
+    with pytest.raises(torch.OutOfMemoryError, match=r'valid batch 2 \(16 samples\).*batch_size=8'):
+        learn.validate()
+    assert (learn.xb, learn.pred, learn.loss, learn.tally) == (None, None, None, None)
+    assert learn.validate()['accuracy'] > 0  # (nothing left in the way)
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_stop_leaves_no_traceback(tmp_path):
+    with Kernel(tmp_path) as k:
+        k.run(f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+              "from test_out_of_memory import make_learner, Fault\n"
+              f"learn = make_learner({str(tmp_path)!r}, Fault('backward', 7))")
+        status, out = k.execute("learn.fit(2)")
+        assert status == 'ok' and 'Out of memory in' in out and 'Traceback' not in out, out
+        out, _ = k.run("import sys, gc; gc.collect()\n"
+                       "print(learn.stop_reason, hasattr(sys, 'last_traceback'), hasattr(sys, 'last_exc'),\n"
+                       "      learn.model.fault.outputs == [], getattr(get_ipython().InteractiveTB, 'tb', None) is None)")
+        assert out.split() == ['out_of_memory', 'False', 'False', 'True', 'True'], out
+        out, _ = k.run("learn.resume(); print(learn.stop_reason)")
+        assert out.split()[-1] == 'completed', out
