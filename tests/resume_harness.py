@@ -39,13 +39,13 @@ class Noise(Callback):
         self.learn.xb = (x + noise,)
 
 
-def make_learner(path, seed=0, checkpoints=True, cbs=()):
+def make_learner(path, seed=0, checkpoints=True, cbs=(), **kwargs):  # kwargs: more Learner arguments (opt_func)
     torch.manual_seed(seed); np.random.seed(seed); random.seed(seed)
     train, valid = data()
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3))
     cbs = [Noise(), *cbs] + ([CheckpointCallback(every_steps=7)] if checkpoints else [])
     return Learner(model, (DataLoader(train, batch_size=BS, shuffle=True), DataLoader(valid, batch_size=BS)),
-                   nn.functional.cross_entropy, metrics=[accuracy], lr=1e-2, path=path, cbs=cbs, progress=False)
+                   nn.functional.cross_entropy, metrics=[accuracy], lr=1e-2, path=path, cbs=cbs, progress=False, **kwargs)
 
 
 def run_fit(learn):
@@ -83,8 +83,9 @@ class Interrupter(Callback):
 
 
 def history(learn):
-    "The storage without timings: {name: [(value, iter), ...]}."
-    return {n: h.values() for n, h in learn.storage.histories().items() if not n.startswith(('time/', 'perf/'))}
+    "The storage without timings: {name: [(value, iter), ...]}, a NaN as 'nan' (fp16's overflowing grad_norm) to compare."
+    return {n: [('nan' if v != v else v, it) for v, it in h.values()]
+            for n, h in learn.storage.histories().items() if not n.startswith(('time/', 'perf/'))}
 
 
 def assert_same_run(a, b):

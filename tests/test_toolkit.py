@@ -1,5 +1,6 @@
 """The training toolkit under the interrupt harness (every callback resumes exactly), and the digits figures."""
 import random
+from functools import partial
 
 import pytest
 import torch
@@ -29,7 +30,10 @@ CONFIGS = {
     'torch_scheduler': (lambda: [], lambda: [TorchScheduler(step_lr)], 'fit'),
     'flat_cos': (lambda: [IterationTimer(print_fn=lambda *a: None)], lambda: [], 'flat_cos'),
     'warmup_cos_accumulated': (lambda: [GradientAccumulation(2), GradientClip(1.0)], lambda: [], 'warmup_cos'),
+    # float16 skipping on the device (a fused AdamW): a scale of 2**24 overflows in the first steps (7 skipped)
+    'fp16_fused': (lambda: [MixedPrecision(torch.float16, init_scale=2.**24), GradientClip(1.0)], lambda: [], 'one_cycle'),
 }
+LEARNER_KWARGS = {'fp16_fused': dict(opt_func=partial(torch.optim.AdamW, fused=True))}  # (others: the defaults)
 
 
 def start(learn, how, cbs):
@@ -41,14 +45,14 @@ def start(learn, how, cbs):
 
 def run(path, name, points=(), mode='memory'):
     learner_cbs, fit_cbs, how = CONFIGS[name]
-    learn = make_learner(path, cbs=learner_cbs())
+    learn = make_learner(path, cbs=learner_cbs(), **LEARNER_KWARGS.get(name, {}))
     interrupter = Interrupter(points)
     fit_level = fit_cbs()
     start(learn, how, [*fit_level, interrupter])
     while learn.stop_reason != 'completed':
         assert learn.stop_reason == 'interrupted', learn.stop_reason
         if mode == 'disk':
-            learn = make_learner(path, seed=7, cbs=learner_cbs())
+            learn = make_learner(path, seed=7, cbs=learner_cbs(), **LEARNER_KWARGS.get(name, {}))
             learn.load('last')
             learn.resume(cbs=[*fit_cbs(), interrupter])  # callbacks given to fit(cbs=...) are passed again
         else: learn.resume()
@@ -73,6 +77,16 @@ def test_accumulation_interrupted_mid_group_from_disk(tmp_path):
     # the 2nd batch of a 3-batch group: the checkpoint must carry the accumulated gradients
     reference = run(tmp_path / 'reference', 'accumulation')
     resumed = run(tmp_path / 'interrupted', 'accumulation', [('train', 'after_batch', 4)], mode='disk')
+    assert_same_run(resumed, reference)
+
+
+def test_fp16_fused_interrupted_among_skipped_steps_from_disk(tmp_path):
+    # steps 1 to 7 overflow and are skipped on the device: stopped at step 3, restarted from its checkpoint
+    reference = run(tmp_path / 'reference', 'fp16_fused')
+    assert (reference.mixed_precision.skipped, reference.step) == (7, 36)
+    assert reference.opt.state_dict()['state'][0]['step'].item() == 36 - 7  # AdamW's own count leaves them out
+    resumed = run(tmp_path / 'interrupted', 'fp16_fused', [('train', 'after_batch', 3)], mode='disk')
+    assert resumed.mixed_precision.skipped == 7
     assert_same_run(resumed, reference)
 
 

@@ -10,9 +10,10 @@ import torch
 from .core import Callback, CancelStepException
 from .micro import count_items
 from ..core import HeldContext, whole_number
+from ..parts import skips_on_device
 
 # %% auto #0
-__all__ = ['GradientAccumulation', 'GradientClip', 'MixedPrecision']
+__all__ = ['GradientAccumulation', 'GradientClip', 'found_inf_of', 'MixedPrecision']
 
 # %% ../../nbs/13_callback.training.ipynb #7c117908
 class GradientAccumulation(Callback):
@@ -74,6 +75,11 @@ class GradientClip(Callback):
         self.learn.storage.put_scalar('grad_norm', norm)
 
 # %% ../../nbs/13_callback.training.ipynb #419b2357
+def found_inf_of(scaler: torch.amp.GradScaler, opt: torch.optim.Optimizer, device: torch.device) -> torch.Tensor:
+    "1. if the gradients of `opt` that `scaler.unscale_(opt)` just checked hold an inf or NaN, else 0.: a tensor on `device` (no sync)."
+    per_device = scaler._per_optimizer_states[id(opt)]['found_inf_per_device']  # (what GradScaler.step reads too)
+    return torch.stack([f.to(device, non_blocking=True) for f in per_device.values()]).amax()
+
 class MixedPrecision(Callback):
     "Autocast the forward pass and loss to `dtype`; with float16, scale the loss with a GradScaler."
     order = 10  # early: autocast must be on before the forward pass, and unscaling before gradient clipping
@@ -85,7 +91,9 @@ class MixedPrecision(Callback):
             raise ValueError(f"MixedPrecision takes torch.bfloat16 or torch.float16, got {dtype}.")
         self.dtype, self.scaler_kwargs = dtype, scaler_kwargs
         self.scaler, self._scaler_state, self.autocast = None, None, HeldContext()
-        self.skipped, self._unscaled = 0, False  # _unscaled: this step's gradients went through the scaler
+        self._skipped_host, self._skipped_dev = 0, None  # the skipped steps: a number, plus a tensor (the device path)
+        self._unscaled = False  # this step's gradients went through the scaler (`update` is due in after_step)
+        self._found = self._flag = None  # the device path, during a step: its found_inf, and the optimizer's own before
 
     def before_fit(self):
         device = self.learn.device.type
@@ -98,39 +106,83 @@ class MixedPrecision(Callback):
     def before_batch(self): self.autocast.enter(torch.autocast(self.learn.device.type, dtype=self.dtype))
     def after_loss(self): self.autocast.exit()
     def after_cancel_batch(self): self.autocast.exit()
-    def after_fit(self): self.autocast.exit()
 
     def before_backward(self):
         if self.scaler is not None: self.learn.loss_grad = self.scaler.scale(self.learn.loss_grad)
 
-    # GradScaler.step(optimizer) unscales the gradients and calls optimizer.step() only if they are finite.
-    # We hand it this callback as the "optimizer": `param_groups` are the real ones, and `step` only notes that
-    # the real step may go ahead (the learner makes it).
+    @property
+    def on_device(self) -> bool:
+        "Whether float16's overflowing steps are skipped on the device (a fused optimizer), not decided on the host."
+        return self.scaler is not None and skips_on_device(self.learn.opt)
+
+    @property
+    def skipped(self) -> int:
+        "How many steps were skipped for overflowing gradients (on the device path reading it waits for the device)."
+        return self._skipped_host + (0 if self._skipped_dev is None else int(self._skipped_dev.item()))
+
+    def before_step(self):
+        if self.scaler is None or not any(p.grad is not None for g in self.param_groups for p in g['params']):
+            return  # (no gradient to unscale: a callback cancelled the backward)
+        self._unscaled = True
+        if self.on_device: self._step_on_device()
+        else: self._step_on_host()
+
+    # The host path. GradScaler.step(optimizer) unscales the gradients and calls optimizer.step() only if they are
+    # finite. We hand it this callback as the "optimizer": `param_groups` are the real ones, and `step` only notes
+    # that the real step may go ahead (the learner makes it).
     @property
     def param_groups(self): return self.learn.opt.param_groups
 
     def step(self, *args, **kwargs): self._finite = True
 
-    def before_step(self):
-        if self.scaler is None or not any(p.grad is not None for g in self.param_groups for p in g['params']):
-            return  # (no gradient to unscale: a callback cancelled the backward)
-        self._finite, self._unscaled = False, True
-        self.scaler.step(self)
+    def _step_on_host(self):
+        self._finite = False
+        self.scaler.step(self)  # (reads its found_inf on the host: a sync)
         if not self._finite:
-            self.skipped += 1
+            self._skipped_host += 1
             self.learn.storage.put_scalar('amp/skipped_steps', self.skipped, smoothing_hint=False)
             raise CancelStepException
 
+    # The device path: the fused optimizer reads `found_inf` and `grad_scale` off itself, as GradScaler.step sets
+    # them for it; with found_inf=1 its kernel leaves weights and state as they were (and takes back its step count).
+    def _step_on_device(self):
+        opt = self.learn.opt
+        self.scaler.unscale_(opt)  # (now: GradientClip, later in before_step, sees the true gradients)
+        self._found = found_inf_of(self.scaler, opt, self.learn.device)
+        self._flag = getattr(opt, 'found_inf', None)  # the deferred NaN guard's flag (a NaN loss), if it watches
+        opt.grad_scale = None  # (the gradients are unscaled already)
+        opt.found_inf = self._found if self._flag is None else torch.maximum(self._found, self._flag)
+
     def after_step(self):
-        if self._unscaled: self.scaler.update()  # (not when a callback before this one cancelled the step)
+        if not self._unscaled: return  # (not when a callback before this one cancelled the step)
         self._unscaled = False
+        self.scaler.update()
+        if self._found is None: return
+        found, self._found = self._found, None
+        self._give_back_flags()
+        # the count on the device, a new tensor each step (the storage may hold the last one, unread)
+        if self._skipped_dev is None: self._skipped_dev, self._skipped_host = found + self._skipped_host, 0
+        else: self._skipped_dev = self._skipped_dev + found
+        self.learn.storage.put_scalar('amp/skipped_steps', self._skipped_dev, smoothing_hint=False)
+
+    def _give_back_flags(self):
+        "The optimizer as it was before this step: without our `grad_scale`, with the NaN guard's `found_inf` if any."
+        opt = self.learn.opt
+        opt.__dict__.pop('grad_scale', None)
+        if self._flag is None: opt.__dict__.pop('found_inf', None)
+        else: opt.found_inf = self._flag
+        self._flag = None
+
+    def after_fit(self):
+        self.autocast.exit()
+        if self._unscaled: self.after_step()  # (an error ended the fit in the middle of a step: finish its accounts)
 
     def state_dict(self) -> dict:
         return {'scaler': self.scaler.state_dict() if self.scaler is not None else self._scaler_state,
-                'skipped': self.skipped}
+                'skipped': self.skipped}  # (a number: on the device path, reading it waits for the device)
 
     def load_state_dict(self, state: dict):
-        self.skipped = state['skipped']
+        self._skipped_host, self._skipped_dev = state['skipped'], None
         if state['scaler'] is None: return
         if self.scaler is None: self._scaler_state = state['scaler']
         else: self.scaler.load_state_dict(state['scaler'])
