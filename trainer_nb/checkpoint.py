@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import pickletools
 import re
 import zipfile
@@ -20,10 +21,11 @@ from .files import atomic_save
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['FORMAT', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'load_model_state',
-           'check_optimizer_state', 'learner_state', 'own_callbacks', 'pending_grads', 'nonfinite_weights',
-           'check_learner_state', 'restore_learner', 'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart',
-           'checkpoint_path', 'save_learner', 'load_learner']
+__all__ = ['FORMAT', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
+           'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state',
+           'learner_state', 'own_callbacks', 'pending_grads', 'nonfinite_weights', 'check_learner_state',
+           'restore_learner', 'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart', 'checkpoint_path',
+           'save_learner', 'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #e81776bf
 class CheckpointError(RuntimeError):
@@ -58,10 +60,13 @@ def _imports_code(path: Path) -> bool:
     return any(m.split('.')[0] not in ('torch', 'collections', '_codecs') for m in modules)
 
 # %% ../nbs/06_checkpoint.ipynb #e3fb64bc
-def check_state_keys(expected: dict, found: dict, what: str = 'model'):
+def check_state_keys(expected: dict, found: dict, what: str = 'model',
+                     frozen: dict | None = None, # keys the checkpoint fingerprints instead of holding (`check_frozen`)
+                    ):
     "Raise `CheckpointError` naming missing, unexpected and mis-shaped keys between two state dicts."
-    missing = [k for k in expected if k not in found]
-    unexpected = [k for k in found if k not in expected]
+    frozen = frozen or {}
+    missing = [k for k in expected if k not in found and k not in frozen]
+    unexpected = [k for k in found if k not in expected] + [k for k in frozen if k not in expected and k not in found]
     shapes = [f"{k}: checkpoint {tuple(found[k].shape)} vs {what} {tuple(v.shape)}" for k, v in expected.items()
               if k in found and isinstance(v, torch.Tensor) and isinstance(found[k], torch.Tensor)
               and v.shape != found[k].shape]
@@ -86,10 +91,71 @@ def model_state(model: torch.nn.Module) -> dict:
     "`model.state_dict()` with plain keys (what checkpoints hold), whether the model, or a part of it, is compiled."
     return {plain_key(k): v for k, v in model.state_dict().items()}
 
-def load_model_state(model: torch.nn.Module, state: dict):
+def frozen_keys(model: torch.nn.Module) -> list[str]:
+    "The plain keys of `model`'s frozen parameters (`requires_grad=False`); a tied parameter under each of its names."
+    return [plain_key(n) for n, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad]
+
+def load_model_state(model: torch.nn.Module, state: dict,
+                     keep=None, # plain keys that `state` may lack (they keep their values); None: the frozen parameters
+                    ):
     "Load `state` into `model`, each key matched as a plain key: compiled or not, either way round."
     keys = {plain_key(k): k for k in model.state_dict()}
-    model.load_state_dict({keys.get(plain_key(k), k): v for k, v in state.items()})
+    state = {keys.get(plain_key(k), k): v for k, v in state.items()}
+    keep = set(frozen_keys(model) if keep is None else keep)
+    lacking = [p for p, k in keys.items() if k not in state]
+    unexpected = [k for k in state if k not in keys.values()]
+    model.load_state_dict(state, strict=bool(unexpected) or any(p not in keep for p in lacking))
+
+# %% ../nbs/06_checkpoint.ipynb #94075755
+_SAMPLE = 1024  # at most this many values of a frozen tensor are read for its fingerprint
+
+def fingerprint(t: torch.Tensor) -> dict:
+    "Shape, dtype and a checksum of an evenly strided sample of at most 1024 of `t`'s values: cheap for any size."
+    flat = t.detach().reshape(-1)
+    sample = flat[::max(1, flat.numel() // _SAMPLE)][:_SAMPLE]
+    if sample.is_complex(): sample = torch.view_as_real(sample)
+    sample = sample.to('cpu', torch.float64).reshape(-1)  # (the same sum on any device)
+    weight = torch.linspace(1, 2, sample.numel(), dtype=torch.float64)  # (a permutation changes the sum)
+    return {'shape': list(t.shape), 'dtype': str(t.dtype),
+            'sample': [float((weight * sample).sum()), float(sample.abs().sum())]}
+
+def saved_model_state(model: torch.nn.Module, full: bool = False) -> tuple[dict, dict]:
+    "The model's part of a checkpoint: `(values, fingerprints)`, the frozen parameters fingerprinted unless `full`."
+    state = model_state(model)
+    frozen = set() if full else set(frozen_keys(model))
+    return ({k: v for k, v in state.items() if k not in frozen},
+            {k: fingerprint(v) for k, v in state.items() if k in frozen})
+
+# %% ../nbs/06_checkpoint.ipynb #e8d6df3f
+def check_frozen(model: torch.nn.Module, frozen: dict):
+    "Raise `CheckpointError` if the frozen parameters fingerprinted in a checkpoint (`frozen`) are not `model`'s."
+    if not isinstance(frozen, dict): raise CheckpointError("The checkpoint's 'frozen' entry is damaged: not a dict.")
+    if not frozen: return
+    state, differ = model_state(model), []
+    for key, saved in frozen.items():
+        if key in state:  # (a key the model lacks: `check_state_keys` names it)
+            why = _differs(saved, fingerprint(state[key]))
+            if why: differ.append(f"{key}: {why}")
+    if differ:
+        more = f" (and {len(differ) - 1} more)" if len(differ) > 1 else ''
+        raise CheckpointError(
+            f"The checkpoint was trained on other frozen weights: {differ[0]}{more}. It holds the trainable parameters "
+            "and buffers only, with a fingerprint of the frozen ones, so it loads only into the base it was trained "
+            "on: build the model from the same pretrained weights (the same model, revision and dtype), then load. "
+            "(If the fit changes frozen parameters itself, save with Learner(..., full_checkpoints=True).) "
+            "Nothing was loaded.")
+
+def _differs(saved: dict, now: dict) -> str | None:
+    "How a frozen parameter differs from its fingerprint in the checkpoint (None: it does not)."
+    if not isinstance(saved, dict): return "its fingerprint is damaged"
+    if list(saved.get('shape', [])) != now['shape']:
+        return f"shape {tuple(saved.get('shape', []))} in the checkpoint, {tuple(now['shape'])} in this model"
+    if saved.get('dtype') != now['dtype']: return f"dtype {saved.get('dtype')} in the checkpoint, {now['dtype']} in this model"
+    try: a, size = (float(x) for x in saved['sample'])
+    except (KeyError, TypeError, ValueError): return "its fingerprint is damaged"
+    b = now['sample'][0]
+    if a == b or abs(a - b) <= 1e-9 * size or (math.isnan(a) and math.isnan(b)): return None  # (summed in another order)
+    return "other values (the checksum of a sample of them differs)"
 
 # %% ../nbs/06_checkpoint.ipynb #bb9af969
 # settings that torch fills in itself when a state saved by another torch version lacks them
@@ -122,16 +188,17 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
                                       f"{tuple(value.shape)}, the parameter {tuple(params[pid].shape)}. {fix}")
 
 # %% ../nbs/06_checkpoint.ipynb #46744a96
-FORMAT = 'trainer_nb.checkpoint/2'
+FORMAT = 'trainer_nb.checkpoint/3'  # 3: the frozen parameters fingerprinted ('frozen'); 2 held them all
 
 def learner_state(learn) -> dict:
     "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
     state, stop = learn.fit_state, learn.stop_point
+    values, frozen = saved_model_state(learn.raw_model, learn.full_checkpoints)
     stopped = state.stop_reason is not None and state.resumable  # ended cleanly, resumable
     train = learn.dls.train
     fit_state = state.state_dict()
     if learn.in_fit and state.stop_reason is None: fit_state['resumable'] = True  # a boundary within a fit
-    return {'format': FORMAT, 'model': model_state(learn.raw_model), 'opt': learn.opt.state_dict(),
+    return {'format': FORMAT, 'model': values, 'frozen': frozen, 'opt': learn.opt.state_dict(),
             'callbacks': {k: cb.state_dict() for k, cb in callback_keys(own_callbacks(learn)).items()},
             'fit_callbacks': {**stop.cb_states,  # (those not yet given back to a resumed fit), then the fit's
                               **{k: cb.state_dict() for k, cb in fit_callback_keys(stop.fit_cbs or []).items()}},
@@ -152,15 +219,19 @@ def pending_grads(learn) -> dict | None:
     return {plain_key(n): p.grad for n, p in learn.raw_model.named_parameters() if p.grad is not None}
 
 def nonfinite_weights(model) -> list[str]:
-    "The names of the floating-point tensors of `model`'s state (weights and buffers) that hold a NaN or an infinity."
-    return [n for n, t in model.state_dict().items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    "The names of the floating-point tensors of `model`'s state that hold a NaN or an infinity (frozen parameters aside)."
+    frozen = set(frozen_keys(model))  # (a fit does not change them: reading a whole frozen base at each save is waste)
+    return [n for n, t in model_state(model).items()
+            if n not in frozen and t.is_floating_point() and not bool(torch.isfinite(t).all())]
 
 # %% ../nbs/06_checkpoint.ipynb #930ca4b8
 def check_learner_state(learn, state, weights_only_model: bool = False):
     "Raise `CheckpointError` if `state` cannot be loaded into `learn` (nothing is changed)."
     if not isinstance(state, dict) or 'model' not in state:
         raise CheckpointError("This is not a trainer_nb checkpoint (it has no 'model' entry).")
-    check_state_keys(model_state(learn.raw_model), {plain_key(k): v for k, v in state['model'].items()})
+    frozen = state.get('frozen') or {}  # (none in a full checkpoint, or one written before fingerprints)
+    check_state_keys(model_state(learn.raw_model), {plain_key(k): v for k, v in state['model'].items()}, frozen=frozen)
+    check_frozen(learn.raw_model, frozen)
     if weights_only_model: return
     lacks = [k for k in ('opt', 'callbacks', 'fit_callbacks', 'storage', 'fit_state', 'rng') if k not in state]
     if lacks: raise CheckpointError(f"The checkpoint has no {', '.join(lacks)}: it holds weights only. "
@@ -170,7 +241,7 @@ def check_learner_state(learn, state, weights_only_model: bool = False):
 def restore_learner(learn, state: dict, weights_only_model: bool = False):
     "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
     check_learner_state(learn, state, weights_only_model)
-    load_model_state(learn.raw_model, state['model'])
+    load_model_state(learn.raw_model, state['model'], keep=state.get('frozen') or ())
     if weights_only_model: return
     learn.opt.load_state_dict(state['opt'])
     states = dict(state['callbacks'])

@@ -73,12 +73,14 @@ class Learner:
                  nan_guard: bool | str = True, # stop the fit at a NaN or infinite loss, before its update (see below)
                  compile: bool | dict = False, # compile the model with `torch.compile` (a dict: its arguments)
                  target_key: str | None = 'labels', # the targets of a dict batch (the model gets the whole dict)
+                 full_checkpoints: bool = False, # checkpoints hold every parameter, frozen ones too (one self-contained file)
                 ):
         check_parts(model, loss_func, train_step, opt_func)
         self.device = check_device(device) or default_device()
         self.model = compiled(model.to(self.device), compile)
         self.loss_func, self.train_step, self.opt_func = loss_func, train_step, opt_func
         self.target_key = check_target_key(target_key)
+        self.full_checkpoints = full_checkpoints  # (else the frozen parameters are fingerprinted: chapter `checkpoint`)
         self.dls = prepare_loaders(as_dataloaders(dls))  # (rebuilt so that the learner controls the data order)
         self.metrics, self.path, self.nan_guard = as_metrics(metrics), check_run_folder(path), nan_guard
         self.lr = check_lr(lr)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .core import Callback
 from .tracker import check_monitor, improved
-from ..checkpoint import load_checkpoint, load_model_state, nonfinite_weights
+from ..checkpoint import check_learner_state, load_checkpoint, load_model_state, model_state, nonfinite_weights
 from ..core import whole_number
 from ..files import atomic_save, check_writable, remove_stale_temps
 
@@ -126,7 +126,7 @@ class CheckpointCallback(PeriodicCheckpoints):
         super().after_fit()
 
     def _swap_back(self):
-        if self._weights is not None: self.learn.raw_model.load_state_dict(self._weights)
+        if self._weights is not None: load_model_state(self.learn.raw_model, *self._weights)
         self._weights = None
 
     def describe(self) -> str:
@@ -141,12 +141,14 @@ class CheckpointCallback(PeriodicCheckpoints):
         self.best, self.best_path = state['best'], None if state.get('best_path') is None else Path(state['best_path'])
 
 # %% ../../nbs/06a_callback.checkpoint.ipynb #5d9d9974
-def _load_weights(learn, path: Path) -> dict:
-    "Load the model weights of checkpoint `path` into the learner; return the weights it had."
-    model = learn.raw_model
-    weights = {k: v.clone() for k, v in model.state_dict().items()}
-    load_model_state(model, load_checkpoint(path, map_location=learn.device)['model'])
-    return weights
+def _load_weights(learn, path: Path) -> tuple[dict, list]:
+    "Load the model weights of checkpoint `path` into the learner; return those it had (what the file replaced)."
+    model, state = learn.raw_model, load_checkpoint(path, map_location=learn.device)
+    check_learner_state(learn, state, weights_only_model=True)  # (its frozen part is this model's)
+    kept = list(state.get('frozen') or ())  # (frozen parameters the file only fingerprints: not copied, not loaded)
+    weights = {k: v.clone() for k, v in model_state(model).items() if k not in kept}
+    load_model_state(model, state['model'], keep=kept)
+    return weights, kept
 
 def finite_weights(learn) -> bool:
     "Whether the learner's weights may be saved as a checkpoint of the fit: none holds a NaN or an infinity (else say so)."
