@@ -199,3 +199,37 @@ def test_in_a_kernel_the_stop_leaves_no_traceback(tmp_path):
         assert out.split() == ['out_of_memory', 'False', 'False', 'True', 'True'], out
         out, _ = k.run("learn.resume(); print(learn.stop_reason)")
         assert out.split()[-1] == 'completed', out
+
+
+class RankFault(Callback):
+    "Out of memory in the forward pass of training batch `n` (counting retries), in process `rank` only."
+    def __init__(self, rank: int, n: int): self.rank, self.n, self.calls = rank, n, 0
+    def after_pred(self):
+        if not self.learn.training or torch.distributed.get_rank() != self.rank: return
+        self.calls += 1
+        if self.calls == self.n and len(self.learn.xb[0]) > 4: raise torch.OutOfMemoryError("CUDA out of memory.")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('auto', [True, False])
+def test_two_processes_an_out_of_memory_in_one_both_retry_or_both_stop(tmp_path, auto):
+    from trainer_nb.distributed import DistributedTrainer, launch
+
+    def run():
+        cbs = [RankFault(1, 5), DistributedTrainer(timeout=60)] + ([MicroBatches('auto')] if auto else [])
+        learn = make_learner(tmp_path / 'run', cbs=cbs, plain=True)
+        learn.fit(2)
+        rank = torch.distributed.get_rank()
+        got = torch.tensor([learn.step, learn.fit_state.micro, learn.fit_state.samples], dtype=torch.float64)
+        every = [torch.zeros_like(got) for _ in range(2)]
+        torch.distributed.all_gather(every, got)  # (each process's position, to compare)
+        w = torch.cat([p.detach().flatten() for p in learn.model.parameters()]).double()
+        ws = [torch.zeros_like(w) for _ in range(2)]
+        torch.distributed.all_gather(ws, w)
+        return learn.stop_reason, [e.tolist() for e in every], bool(torch.equal(ws[0], ws[1])), rank
+
+    reason, positions, same_weights, rank = launch(run, 2, timeout=60)
+    assert rank == 0 and same_weights
+    assert positions[0] == positions[1], positions  # both at the same step, with the same parts
+    if auto: assert reason == 'completed' and positions[0][1] == 2
+    else: assert reason == 'out_of_memory' and positions[0][0] == 4 and positions[0][1] == 1

@@ -216,6 +216,10 @@ class SingleProcess:
         "Whether `flag` is true in any process: here, `flag`."
         return flag
 
+    def worst(self, code: int) -> int:
+        "The largest of all processes' `code`s (the NaN guard's: 0 fine, 1 not finite, 2 out of memory): here, `code`."
+        return code
+
     def at_boundary(self, stop: str | None, requests: list) -> tuple[str | None, list]:
         "At a batch boundary: the strongest stop of all processes (None: go on), and process 0's requests; here, as given."
         return stop, requests

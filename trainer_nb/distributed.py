@@ -43,8 +43,14 @@ class TorchDistributed:
         "Each of `values` averaged over all processes."
         return [v / self.world_size for v in self.all_reduce_sum(values)]
 
+    def worst(self, code: int) -> int:
+        "The largest of all processes' `code`s (one small collective: the NaN guard's, before each backward)."
+        t = torch.tensor([float(code)], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+
     def any(self, flag: bool) -> bool:
-        "Whether `flag` is true in any process (one small collective: the NaN guard's, before each backward)."
+        "Whether `flag` is true in any process (one small collective)."
         t = torch.tensor([float(flag)], device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())

@@ -33,10 +33,10 @@ from .distributed import set_comm
 from .events import EventStorage
 from .metrics import ValidationTally, as_metrics
 from .oom import BatchStart, drop_frames, first_line, free_memory, out_of_memory_message
-from .parts import (batch_size, call_model, check_device, check_loss, check_lr, check_metrics_loaders,
-                              check_parts, check_run_folder, check_step_output, check_target_key, compiled,
-                              make_optimizer, model_loss, nan_guard_for, predictions, refuse_nested, scaled_step,
-                              set_lr, split_batch, step_scalars)
+from .parts import (OUT_OF_MEMORY, PEER_OUT_OF_MEMORY, batch_size, call_model, check_device, check_loss,
+                              check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
+                              check_target_key, compiled, make_optimizer, model_loss, nan_guard_for, predictions,
+                              refuse_nested, scaled_step, set_lr, split_batch, step_scalars)
 from .state import (FitState, StopPoint, check_resumable, fit_position, new_fit_state, restored_rng,
                               rng_states, start_state)
 
@@ -303,8 +303,10 @@ class Learner:
         "A training batch's phase; if it runs out of memory before its step: undone, then retried in parts or stopped before."
         self.batch_start.take(self.fit_state)
         while True:
-            error = self._until_out_of_memory(self._train_batch_phase)
+            error = self._until_out_of_memory(self._train_batch_phase, self.comm.world_size == 1 or self.guard.on)
             if error is None: return
+            if self.comm.world_size > 1 and error != PEER_OUT_OF_MEMORY:  # the others wait in the guard's collective:
+                self.comm.worst(OUT_OF_MEMORY)                            # they undo the batch too (`PeerOutOfMemory`)
             self._undo_batch()
             if not any(cb.retry_out_of_memory() for cb in self.cbs if hasattr(cb, 'retry_out_of_memory')):
                 self._stop_out_of_memory(error, batch, n_samples)
@@ -312,16 +314,18 @@ class Learner:
 
     def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
 
-    def _until_out_of_memory(self, body) -> str | None:
+    def _until_out_of_memory(self, body, undoable: bool = True) -> str | None:
         "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
-        self.undoable = True  # until the optimizer step starts, or a backward adds to earlier batches' gradients
+        self.undoable = undoable  # until the optimizer step starts, or a backward pass that cannot be undone
         try: body()
         except torch.OutOfMemoryError as e:
             if self.undoable: return first_line(e)
-            raise drop_frames(add_note(e, "(out of memory in the optimizer step, after it, or in a backward pass that "
-                                          "added to the gradients of earlier batches: the step may be half applied, so "
-                                          "the fit cannot stop cleanly here. Load the last checkpoint (learn.load("
-                                          "'last')), then resume with MicroBatches or a smaller batch.)"))
+            raise drop_frames(add_note(e, "(out of memory where the fit cannot undo the batch: in the optimizer step or "
+                                          "after it, in a backward pass that added to gradients accumulated before it, "
+                                          "or, with several processes, once they exchange gradients (or with "
+                                          "nan_guard=False, whose collective tells the others). Load the last "
+                                          "checkpoint (learn.load('last')), then resume with MicroBatches or a smaller "
+                                          "batch.)"))
         return None
 
     def _undo_batch(self):
@@ -399,7 +403,7 @@ class Learner:
                     raise CancelFitException('stop requested')
                 self.fit_state.iter = i
                 self._set_batch(batch, data_time)
-                error = self._until_out_of_memory(self._valid_batch_phase)
+                error = self._until_out_of_memory(self._valid_batch_phase, self.comm.world_size == 1)
                 if error is not None: self._valid_out_of_memory(error)
         self.stop_point.valid_rng = None
         self.valid_results = self.tally.results(self.comm.all_reduce_sum)
@@ -443,8 +447,10 @@ class Learner:
             self.controls.request_stop('nonfinite')
             raise CancelBatchException  # ...without this batch's backward and step
         if self.batch_start.pending_micro: self.undoable = False  # (it adds to the gradients of earlier batches)
+        undoable, self.undoable = self.undoable, self.undoable and self.comm.world_size == 1  # (several: an exchange)
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
         finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
+        self.undoable = undoable  # (the next part's forward pass can be undone again)
 
     def _forward_backward_parts(self):
         "The batch in `fit_state.micro` parts (`MicroBatches`), each weighted by its share: one batch's gradients."
