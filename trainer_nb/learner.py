@@ -29,6 +29,7 @@ from .core import DeferredInterrupt, SingleProcess, default_device, stop_message
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .distributed import set_comm
 from .events import EventStorage
+from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
 from .parts import (batch_size, call_model, check_device, check_loss, check_lr, check_metrics_loaders,
                               check_parts, check_run_folder, check_step_output, check_target_key, compiled,
@@ -210,6 +211,7 @@ class Learner:
     lr_find, fit_one_cycle = lr_find, fit_one_cycle  # the lr finder, fits with a schedule (`callback.schedule`)
     fit_flat_cos, fit_warmup_cos = fit_flat_cos, fit_warmup_cos
     set_comm = set_comm  # one of several processes (`distributed`)
+    to = move_learner  # another device between fits: `learn.to('cpu')` gives the GPU back (`memory`)
 
     # ---- a fit from start to end: `after_fit` always, and the one place that sets the stop reason
     def _run_fit(self, state: FitState, cbs: list):
