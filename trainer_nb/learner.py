@@ -31,6 +31,7 @@ from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, s
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .distributed import set_comm
 from .events import EventStorage
+from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
 from .oom import BatchStart, drop_frames, first_line, free_memory, out_of_memory_message
 from .parts import (OUT_OF_MEMORY, PEER_OUT_OF_MEMORY, batch_size, call_model, check_device, check_loss,
@@ -217,6 +218,7 @@ class Learner:
     lr_find, fit_one_cycle = lr_find, fit_one_cycle  # the lr finder, fits with a schedule (`callback.schedule`)
     fit_flat_cos, fit_warmup_cos = fit_flat_cos, fit_warmup_cos
     set_comm = set_comm  # one of several processes (`distributed`)
+    to = move_learner  # another device between fits: `learn.to('cpu')` gives the GPU back (`memory`)
 
     # ---- a fit from start to end: `after_fit` always, and the one place that sets the stop reason
     def _run_fit(self, state: FitState, cbs: list):

@@ -13,7 +13,7 @@ from .callback.core import EVENTS, Callback
 
 # %% auto #0
 __all__ = ['synth_data', 'synth_dls', 'RegModel', 'synth_learner', 'EventRecorder', 'weights', 'TokenData', 'pad_collate',
-           'token_dls']
+           'token_dls', 'FakeCudaMemory']
 
 # %% ../nbs/02a_testing.ipynb #ad0e3663
 def synth_data(n: int = 128, a: float = 2., b: float = 1., noise: float = 0.1, seed: int = 0) -> TensorDataset:
@@ -91,3 +91,40 @@ def token_dls(n_train: int = 512, n_valid: int = 64, bs: int = 32, shuffle: bool
     train = DataLoader(TokenData(n_train, seed=seed), batch_size=bs, shuffle=shuffle, collate_fn=pad_collate)
     valid = DataLoader(TokenData(n_valid, seed=seed + 1), batch_size=bs, collate_fn=pad_collate)
     return DataLoaders(train, valid)
+
+# %% ../nbs/02a_testing.ipynb #bf8ab849
+class FakeCudaMemory:
+    "`with FakeCudaMemory() as mem:` torch.cuda's memory counters are made-up numbers, in MB, that a test controls."
+    def __init__(self,
+                 allocated_mb: float = 100., # allocated now
+                 peak_mb: float = 100., # the peak since the last reset (e.g. an earlier fit's)
+                 reserved_mb: float = 200., # held by the caching allocator
+                 total_mb: float = 81920., # the GPU's memory
+                ):
+        self.allocated, self.peak, self.reserved, self.total = allocated_mb, max(peak_mb, allocated_mb), reserved_mb, total_mb
+        self.resets, self._patches = 0, []
+
+    def allocate(self, mb: float):
+        self.allocated += mb
+        self.peak, self.reserved = max(self.peak, self.allocated), max(self.reserved, self.allocated)
+
+    def free(self, mb: float): self.allocated -= mb
+
+    def _reset(self, device=None):
+        self.resets += 1
+        self.peak = self.allocated
+
+    def __enter__(self):
+        from types import SimpleNamespace
+        from unittest import mock
+        fakes = {'max_memory_allocated': lambda device=None: self.peak * 2**20,
+                 'memory_allocated': lambda device=None: self.allocated * 2**20,
+                 'memory_reserved': lambda device=None: self.reserved * 2**20,
+                 'reset_peak_memory_stats': self._reset,
+                 'get_device_properties': lambda device=None: SimpleNamespace(total_memory=int(self.total * 2**20))}
+        self._patches = [mock.patch.object(torch.cuda, name, fake) for name, fake in fakes.items()]
+        for patch in self._patches: patch.start()
+        return self
+
+    def __exit__(self, *exc):
+        for patch in reversed(self._patches): patch.stop()

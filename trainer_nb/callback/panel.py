@@ -11,6 +11,7 @@ import time
 from .core import Callback
 from ..state import epoch_label, fit_status, is_resumable
 from ..core import format_seconds, import_in_background, in_notebook, time_left
+from ..memory import cuda_total_mb, gpu_text
 
 # %% auto #0
 __all__ = ['CLICK_ROUTE_IPYKERNEL', 'PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells',
@@ -115,26 +116,29 @@ def _buttons(widgets) -> dict:
                                                layout=widgets.Layout(width='8.5em')),
             'scale': b('Scale lr', 'sliders', '', 'Multiply the lr by this factor from the next step on')}
 
-def _perf_parts(histories: dict) -> list[str]:
-    "The throughput and peak memory that `Throughput` logged last, in words: '1,250 samples/s (data 8%)', '612 MB'."
+def _perf_parts(histories: dict, gpu_total_mb: float | None = None) -> list[str]:
+    "The throughput and memory that `Throughput` logged last, in words: '1,250 samples/s (data 8%)', '612 MB', 'GPU ...'."
     parts, speed = [], histories.get('perf/samples_per_s')
     if speed is not None and speed.count:
         data, compute = histories.get('perf/data_ms'), histories.get('perf/compute_ms')
         share = data.latest() / (data.latest() + compute.latest()) if data and compute and compute.latest() > 0 else None
         parts.append(f"{speed.latest():,.0f} samples/s" + (f" (data {share:.0%})" if share is not None else ''))
-    memory = [f"{h.latest():,.0f} MB{where}" for name, where in (('perf/rss_mb', ''), ('perf/cuda_mb', ' on the GPU'))
-              if (h := histories.get(name)) is not None and h.count]
-    return parts + memory
+    latest = lambda name: h.latest() if (h := histories.get(name)) is not None and h.count else None
+    if (rss := latest('perf/rss_mb')) is not None: parts.append(f"{rss:,.0f} MB")
+    peak, now = latest('perf/cuda_mb'), latest('perf/cuda_allocated_mb')
+    if now is not None: parts.append(gpu_text(now, peak, gpu_total_mb, latest('perf/cuda_reserved_mb')))
+    elif peak is not None: parts.append(f"{peak:,.0f} MB on the GPU")  # (a storage of an older version)
+    return parts
 
-def status_line(learn, t0: float) -> str:
-    "Step, epoch, time left, throughput and memory, last checkpoint and last control, in one line of HTML."
+def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
+    "Step, epoch, time left, throughput and memory (of a GPU of `gpu_total_mb`), last checkpoint and control, in HTML."
     state = learn.fit_state
     total, done = state.total_steps, state.fit_steps
     parts = [f"step {state.step}" + (f"/{state.final_step}" if total else ''),
              epoch_label(state)]
     left = time_left(time.perf_counter() - t0, done, total)
     if left is not None: parts.append(f"ETA {format_seconds(left)}")
-    parts += _perf_parts(learn.storage.histories())
+    parts += _perf_parts(learn.storage.histories(), gpu_total_mb)
     if learn.last_checkpoint is not None: parts.append(f"last checkpoint {learn.last_checkpoint}")
     if learn.controls.last: parts.append(f"<b>{learn.controls.last}</b>")
     return ' &middot; '.join(parts)
@@ -150,6 +154,7 @@ class PanelStatus:
         self.state: str | None = None  # a key of PANEL_MESSAGES, 'requested', or 'ended'
         self.text = ''  # the line shown now
         self.t0, self.lock = time.perf_counter(), threading.Lock()
+        self.gpu_total_mb = cuda_total_mb(getattr(learn, 'device', None))  # (read once: a status is made per fit)
 
     def _put(self, state: str, text: str):
         self.state, self.text = state, text
@@ -159,7 +164,7 @@ class PanelStatus:
         "Show `state`, with `text` or its message; False, changing nothing, once the fit has ended."
         with self.lock:
             if self.state == 'ended': return False
-            if text is None: text = status_line(self.learn, self.t0) if state == 'running' else PANEL_MESSAGES[state]
+            if text is None: text = self._line() if state == 'running' else PANEL_MESSAGES[state]
             self._put(state, text)
             return True
 
@@ -167,9 +172,11 @@ class PanelStatus:
         "The line after some progress (on the loop's thread): a request that took effect makes way for the progress."
         with self.lock:
             if self.state == 'running' or (self.state == 'requested' and not self.learn.controls.waiting):
-                self._put('running', status_line(self.learn, self.t0))
+                self._put('running', self._line())
             elif self.state in ('no_route', 'no_frontend'):
-                self._put(self.state, f"{status_line(self.learn, self.t0)}. {PANEL_MESSAGES[self.state]}")
+                self._put(self.state, f"{self._line()}. {PANEL_MESSAGES[self.state]}")
+
+    def _line(self) -> str: return status_line(self.learn, self.t0, self.gpu_total_mb)
 
     def end(self, text: str):
         "The fit's last line."

@@ -8,12 +8,11 @@ from __future__ import annotations
 import sys
 import time
 
-import torch
-
 from .core import Callback
 from ..core import whole_number
 from ..events import ScalarRow
 from ..files import check_writable
+from ..memory import cuda_memory, reset_cuda_peak
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
@@ -111,6 +110,7 @@ class Throughput(Callback):
         self._next, self._mark = 0., None  # when the next log is due; (time, samples, time/step count) at the last
 
     def before_fit(self):
+        reset_cuda_peak(self.learn.device)  # the peak of this fit, not of the kernel's life (earlier fits, lr_find)
         self._next, self._mark = time.perf_counter() + self.every, self._look()
 
     def after_batch(self):
@@ -140,8 +140,8 @@ class Throughput(Callback):
         put('perf/compute_ms', 1e3 * (step.avg(n) - data_s), smoothing_hint=False)
         rss = peak_rss_mb()
         if rss is not None: put('perf/rss_mb', rss, smoothing_hint=False)
-        device = learn.device
-        if device.type == 'cuda': put('perf/cuda_mb', torch.cuda.max_memory_allocated(device) / 2**20, smoothing_hint=False)
+        if learn.device.type == 'cuda':
+            for name, mb in cuda_memory(learn.device).items(): put(name, mb, smoothing_hint=False)
 
 # %% ../../nbs/05_callback.recorder.ipynb #a4110225
 class WriterCallback(Callback):

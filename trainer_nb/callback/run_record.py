@@ -253,20 +253,21 @@ def run_files(learn) -> dict:
              'checkpoint': checkpoint_path(learn, 'last')}
     return {k: p.relative_to(learn.path).as_posix() for k, p in paths.items() if p.is_file()}
 
-def perf_summary(storage) -> dict:
-    "What `Throughput` measured: the last samples a second and times a step, and the peak memory of the fit."
+def perf_summary(storage, # the learner's storage, which keeps the scalars of all its fits
+                 since: int = -1, # the step the fit started at: what was logged after it is the fit's
+                ) -> dict:
+    "What `Throughput` measured in a fit: the last samples a second and times a step, and the peak memory."
     histories, summary = storage.histories(), {}
-    for name in ('perf/samples_per_s', 'perf/data_ms', 'perf/compute_ms'):
-        if name in histories and histories[name].count: summary[name] = plain(histories[name].latest())
-    for name in ('perf/rss_mb', 'perf/cuda_mb'):
-        if name in histories and histories[name].count: summary[name] = plain(max(v for v, _ in histories[name].values()))
+    for name in ('perf/samples_per_s', 'perf/data_ms', 'perf/compute_ms', 'perf/rss_mb', 'perf/cuda_mb'):
+        values = [v for v, step in histories[name].values() if step > since] if name in histories else []
+        if values: summary[name] = plain(max(values) if name.endswith('_mb') else values[-1])
     return summary
 
 def end_entry(entry: dict, learn) -> dict:
     "`entry` completed at the end of the fit of `learn`: the end, the stop reason, the steps and the results."
     entry.update(end=now(), stop_reason=learn.stop_reason, step_end=learn.step, steps=learn.step - entry['step_start'],
                  final=final_results(learn.storage), best=best_results(learn.storage, learn.metrics),
-                 files=run_files(learn), summary=perf_summary(learn.storage))
+                 files=run_files(learn), summary=perf_summary(learn.storage, entry['step_start']))
     return entry
 
 # %% ../../nbs/17_callback.run_record.ipynb #848332cb

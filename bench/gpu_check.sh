@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The GPU check of issue 33: the cuda-marked tests, then bench/gpu_bench.py, one line per check; about 8 minutes
+# at most on one H100 (each part has its own timeout).
+#
+# What it expects: this repository, and a Python (`python`, or $PYTHON) whose torch is a CUDA build that sees a
+# GPU. It runs the repository's code from the checkout (PYTHONPATH), not an installed copy. If trainer_nb's
+# dependencies or the test tools (pytest, transformers, ipykernel...) are missing, it installs the repository with its dev extras
+# (`pip install -e .[dev]`) into that Python, holding torch at the installed version (a constraint), so torch is
+# never replaced; without a network that install fails, and the script says so and stops. peft is needed only for
+# the LoRA check (skipped without it). The tests fill the GPU on purpose: use a GPU nothing else is using.
+#
+# Run from anywhere: bash bench/gpu_check.sh        (exit status: that of the tests, or of the benchmark)
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg PYTHONUNBUFFERED=1
+
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader || echo "(no nvidia-smi)"
+"$PY" -c "import sys, torch; print(f'python {sys.version.split()[0]}, torch {torch.__version__}, CUDA {torch.version.cuda}, '
+          f'cuda available: {torch.cuda.is_available()}', f'({torch.cuda.get_device_name()})' if torch.cuda.is_available() else '')" \
+    || { echo "no torch in $PY: install a CUDA build of torch first"; exit 2; }
+echo "git: $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)"
+
+# (what the test modules import when pytest collects them, as well as what the GPU checks use)
+if ! "$PY" -c "import trainer_nb.all, pytest, transformers, ipykernel, jupyter_client, nbdev" 2>/dev/null; then
+    echo "== installing the repository's dev extras (torch held at its installed version)"
+    constraint=$(mktemp)
+    "$PY" -c "import torch; print('torch==' + torch.__version__)" > "$constraint"
+    timeout 300 "$PY" -m pip install -q -c "$constraint" -e ".[dev]" \
+        || { echo "pip install -e .[dev] failed (no network?): install trainer_nb's requirements, pytest and transformers"; exit 2; }
+    rm -f "$constraint"
+fi
+
+echo "== tests: pytest -m cuda tests"
+timeout 200 "$PY" -m pytest -m cuda tests -q -rA --tb=line -p no:cacheprovider
+tests=$?
+[ "$tests" = 124 ] && echo "(the tests ran past their 200 s)"
+
+echo "== benchmark: bench/gpu_bench.py"
+timeout 270 "$PY" bench/gpu_bench.py
+bench=$?
+[ "$bench" = 124 ] && echo "(the benchmark ran past its 270 s: the lines above are what it measured)"
+
+echo "== tests exit $tests, benchmark exit $bench"
+[ "$tests" = 0 ] && exit "$bench"
+exit "$tests"
