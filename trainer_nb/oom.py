@@ -27,6 +27,7 @@ class BatchStart:
                  device: torch.device, # where it trains (CUDA: its random state is taken too)
                 ):
         self.device = torch.device(device)
+        self.cuda = self.device.type == 'cuda' and torch.cuda.is_available()  # (a stand-in 'cuda' of a test: no state)
         self.stats = running_stats(model)
         self.copies = [torch.empty_like(b) for b in self.stats]
         self.torch_rng = self.cuda_rng = None
@@ -35,7 +36,7 @@ class BatchStart:
     def take(self, state):
         "At the start of a training batch of the fit in `state` (a `FitState`)."
         self.torch_rng = torch.get_rng_state()
-        if self.device.type == 'cuda': self.cuda_rng = torch.cuda.get_rng_state(self.device)
+        if self.cuda: self.cuda_rng = torch.cuda.get_rng_state(self.device)
         if self.stats: torch._foreach_copy_(self.copies, self.stats)  # (one call for all: no sync, no allocation)
         self.pending_micro = state.pending_micro
 
