@@ -26,6 +26,7 @@ from .callback.schedule import (ParamScheduler, TorchScheduler, LRFinder, Schedu
                                           sched_exp, sched_no, combined_cos)
 # callbacks: training
 from .callback.training import GradientAccumulation, GradientClip, MixedPrecision
+from .callback.micro import MicroBatches
 # callbacks: trackers
 from .callback.tracker import TrackerCallback, EarlyStopping, ReduceLROnPlateau, TerminateOnNaN
 # callbacks: outputs and timing
@@ -50,7 +51,7 @@ __all__ = ['Learner', 'default_callbacks', 'DataLoaders', 'Callback', 'LambdaCal
            'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'Recorder', 'WriterCallback',
            'ProgressCallback', 'LivePlotCallback', 'ControlPanelCallback', 'CheckpointCallback',
            'PeriodicCheckpoints', 'SaveOnStop', 'ParamScheduler', 'TorchScheduler', 'LRFinder', 'Schedule',
-           'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'combined_cos', 'GradientAccumulation',
+           'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'combined_cos', 'GradientAccumulation', 'MicroBatches',
            'GradientClip', 'MixedPrecision', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau',
            'TerminateOnNaN', 'GatherPreds', 'SaveOutputs', 'IterationTimer', 'DistributedTrainer', 'launch',
            'Metric', 'AvgMetric', 'accuracy', 'error_rate', 'EventStorage', 'HistoryBuffer', 'get_event_storage',
