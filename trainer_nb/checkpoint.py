@@ -24,8 +24,8 @@ from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_r
 __all__ = ['FORMAT', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
            'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state',
            'learner_state', 'own_callbacks', 'pending_grads', 'nonfinite_weights', 'check_learner_state',
-           'restore_learner', 'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart', 'checkpoint_path',
-           'save_learner', 'load_learner']
+           'restore_learner', 'restore_tracked', 'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart',
+           'checkpoint_path', 'save_learner', 'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #e81776bf
 class CheckpointError(RuntimeError):
@@ -206,7 +206,8 @@ def learner_state(learn) -> dict:
             'rng': stop.rng if stopped and stop.rng is not None else rng_states(),
             'loader': stop.loader if stopped else (train.state_dict() if is_stateful(train) else None),
             'grads': pending_grads(learn), 'controls': learn.controls.state_dict(), 'epoch_rng': stop.epoch_rng,
-            'held': stop.held if stopped else None}  # (a batch an out-of-memory stop took and did not train on)
+            'held': stop.held if stopped else None,  # (a batch an out-of-memory stop took and did not train on)
+            'tracked': {name: obj.state_dict() for name, obj in learn.tracked.items()}}  # (`learn.track`)
 
 def own_callbacks(learn) -> list:
     "The learner's own callbacks, which it keeps between fits: not those given to its running or stopped fit."
@@ -254,10 +255,22 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     set_rng_states(state['rng'])
     learn.stop_point.load(state['rng'], state['loader'], dict(state['fit_callbacks']), state['epoch_rng'],
                           state.get('held'))  # (for `resume`)
+    restore_tracked(learn, state.get('tracked', {}))
     learn.controls.load_state_dict(state['controls'])
     grads = {plain_key(k): g for k, g in (state['grads'] or {}).items()}
     for name, p in learn.raw_model.named_parameters():
         p.grad = grads[plain_key(name)].to(p.device) if plain_key(name) in grads else None
+
+def restore_tracked(learn, states: dict):
+    "Load the states of the objects `learn.track` saved into those it tracks now; warn about those on one side only."
+    for name, obj in learn.tracked.items():
+        if name in states: obj.load_state_dict(states[name])
+    lost, new = sorted(set(states) - set(learn.tracked)), sorted(set(learn.tracked) - set(states))
+    if lost: warnings.warn(f"The checkpoint holds the state of tracked objects {lost}, which this learner does not "
+                           f"track: it was not restored. Track them before loading: learn.track({lost[0]}=...).",
+                           stacklevel=4)
+    if new: warnings.warn(f"This learner tracks {new}, which the checkpoint does not hold: they keep their state.",
+                          stacklevel=4)
 
 def warn_unclaimed(states: dict):
     "Warn about the callback states of a checkpoint that no callback of the learner took (the display's aside)."

@@ -5,6 +5,7 @@
 # %% ../nbs/04_learner.ipynb #59b05e5b
 from __future__ import annotations
 
+import sys
 from contextlib import suppress
 
 import torch
@@ -31,6 +32,7 @@ from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, s
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .distributed import set_comm
 from .events import EventStorage
+from .loop import Loop, check_tracked, warn_untracked
 from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
 from .oom import BatchStart, drop_frames, first_line, free_memory, out_of_memory_message
@@ -91,7 +93,7 @@ class Learner:
         self.comm = SingleProcess()  # the processes training together (see `DistributedTrainer`)
         self.controls = Controls()  # requests from a person (widgets) or code, applied at batch boundaries
         self.callbacks = Callbacks(learn=self)
-        self.training = self.in_fit = False
+        self.training = self.in_fit = self.own_loop = False  # own_loop: a loop you write takes the batches (`loop`)
         self.dl = self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
         self.batch_start = BatchStart(self.model, self.device)  # what a batch changes before its step (`oom` chapter)
         self.undoable = False  # whether an out-of-memory error now could be undone (before the optimizer step)
@@ -101,6 +103,7 @@ class Learner:
         self.last_checkpoint: str | None = None  # the last checkpoint saved, and its step (the panel shows it)
         self.fit_kind: str | None = None  # 'fit' or 'resume': how the running (or last) fit started (see `RunRecord`)
         self.resume_hint = 'learn.resume()'  # what continues a stopped fit, as messages name it (a script: its command)
+        self.tracked: dict = {}  # objects of yours saved with the checkpoints (`track`): optimizers, schedulers...
         cbs = as_callback_list(cbs)
         for cb in with_defaults(cbs, progress) if default_cbs else cbs: self.add_cb(cb)
 
@@ -147,13 +150,46 @@ class Learner:
               ):
         "Continue the last fit exactly where it stopped: after an interrupt, a Stop, a cancel, or `load`."
         refuse_nested(self.in_fit, 'resume')
+        if self.fit_state.plan.get('method') == 'loop':
+            raise RuntimeError("The last fit is a loop you write (learn.loop): continue it with the same `for batch "
+                               "in loop:` cell, or, after a load, `for batch in learn.loop(resume=True):`.")
+        self._run_fit(*self._resumed(cbs))
+
+    def _resumed(self, cbs) -> tuple[FitState, list]:
+        "The fit state and callbacks to resume the last fit with (checked), the random states put back: for `resume` and `loop`."
         check_resumable(self.fit_state)
         cbs, stopped_here = as_callback_list(cbs), self.stop_point.fit_cbs
         fit_cbs = (stopped_here + cbs if stopped_here is not None  # (the same objects, in this process)
                    else callbacks_after_restart(self.fit_state.plan, self.stop_point.cb_states, cbs))
         self.stop_point.restore_rng()
         self.fit_kind = 'resume'
-        self._run_fit(self.fit_state, fit_cbs)
+        return self.fit_state, fit_cbs
+
+    def loop(self,
+             n_epochs: int | None = None, # take the batches of this many epochs...
+             *,
+             n_steps: int | None = None, # ...or this many batches (a step each), across epochs
+             eval_every: int | None = None, # validate every this many steps
+             cbs=None, # callbacks for this loop only
+             resume: bool = False, # continue the learner's loop (after `load`) instead of starting one
+            ) -> Loop:
+        "A fit whose step you write: `for batch in learn.loop(5): ...` (see the `loop` chapter)."
+        refuse_nested(self.in_fit, 'loop')
+        cbs = as_callback_list(cbs)
+        if resume:
+            check_resumable(self.fit_state)
+            if self.fit_state.plan.get('method') != 'loop':
+                raise RuntimeError("The last fit was made by fit(): continue it with learn.resume().")
+            return Loop(self, None, cbs)
+        warn_untracked(self, sys._getframe(1))
+        state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, loader_len(self.dls.train),
+                              self.comm.world_size, cbs)
+        state.plan['method'] = 'loop'
+        return Loop(self, state, cbs)
+
+    def track(self, **objects):
+        "Save and restore `objects` with the learner's checkpoints: your optimizers, schedulers, scalers (each with `state_dict`)."
+        self.tracked.update(check_tracked(objects))
 
     def validate(self, dl=None) -> dict:
         "Loss and metrics over `dl` (default: the validation loader), e.g. `{'loss': 0.1, 'accuracy': 0.97}`."
@@ -222,17 +258,21 @@ class Learner:
 
     # ---- a fit from start to end: `after_fit` always, and the one place that sets the stop reason
     def _run_fit(self, state: FitState, cbs: list):
+        for _ in self._fit_steps(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
+
+    def _fit_steps(self, state: FitState, cbs: list, own_loop: bool = False):
+        "A fit from start to end, as a generator: with `own_loop`, it yields each training batch, whose step is yours."
         self.fit_state, self.stop_point.fit_cbs = state, cbs
         start_state(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
         self.controls.start_fit()
         guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
         interrupts = DeferredInterrupt(self.request_stop, stop_message(self.resume_hint))  # (a first one: a stop)
         with self.added_cbs(cbs), self.storage, interrupts, guard as self.guard:
-            self.in_fit = True
-            try: self._fit()
+            self.in_fit, self.own_loop = True, own_loop
+            try: yield from self._fit()
             finally:
                 release_workers(self.dls)  # (persistent loaders' worker processes: see the `data` chapter)
-                self.in_fit = False
+                self.in_fit = self.own_loop = False
                 self._set_mode(False, None)
                 self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
 
@@ -241,7 +281,7 @@ class Learner:
         try:
             try:
                 self.callbacks.run('before_fit')
-                self._do_epochs()
+                yield from self._do_epochs()
                 self._stopped('nonfinite' if self.guard.reported(self.fit_state, wait=True) else 'completed')
             except CancelFitException:
                 self._stopped(self.controls.stop_kind or 'cancelled', at_boundary=True)
@@ -269,7 +309,8 @@ class Learner:
         state = self.fit_state
         while not state.done:
             if not state.epoch_complete:  # (a fit resumed from a checkpoint taken in after_epoch skips it)
-                self.callbacks.phase('epoch', self._do_epoch, CancelEpochException, finish=state.finish_epoch)
+                yield from self.callbacks.phase_steps('epoch', self._do_epoch, CancelEpochException,
+                                                      finish=state.finish_epoch)
             state.next_epoch()
             if self.controls.stops_after_epoch(state): raise CancelFitException('stop after the epoch')
 
@@ -277,7 +318,8 @@ class Learner:
         state = self.fit_state
         if not state.train_done and not state.target_reached:  # (resumed after its last step: only validation is left)
             self._set_mode(True, self.dls.train)
-            self.callbacks.phase('train', self._train_batches, CancelTrainException, finish=state.finish_train)
+            yield from self.callbacks.phase_steps('train', self._train_batches, CancelTrainException,
+                                                  finish=state.finish_train)
         self._validate_if_due(epoch_end=True)
 
     def _train_batches(self):
@@ -291,7 +333,8 @@ class Learner:
             n_samples = batch_size(self.xb, self.yb) * self.comm.world_size
             state.start_train_batch(n_samples)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
-            self._train_batch(batch, n_samples)
+            if self.own_loop: yield from self.callbacks.phase_steps('batch', self._hand_out, CancelBatchException)
+            else: self._train_batch(batch, n_samples)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
@@ -299,6 +342,11 @@ class Learner:
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
         if state.pending_micro:  # what the last batches left (a loader of unknown length, a skipped step)...
             with suppress(CancelBatchException): self._step_and_zero()  # ...unless a callback puts it off again
+
+    def _hand_out(self):
+        "A loop you write (`learn.loop`) takes the batch here, and makes its step: the loop counts one."
+        yield self.batch
+        self.fit_state.count_step()
 
     # ---- out of memory in a batch: undone before its step (see the `oom` chapter)
     def _train_batch(self, batch, n_samples: int):

@@ -12,10 +12,12 @@ import math
 from .core import MovingAverage
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
+__all__ = ['DEFAULT_PANELS', 'LOOP_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
 
 # %% ../nbs/11a_plotting.ipynb #7645b2b0
 DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
+# a loop you write (`learn.loop`, `LiveView`) names its own scalars: every loss it logs, and its learning rates
+LOOP_PANELS = {'losses': ['*loss*'], 'metrics': ['valid/*'], 'lr': ['lr', 'lr_*', 'lr/*', '*/lr']}
 
 def assign_panels(names, # the scalar names, e.g. `learn.storage.histories()`
                   panels: dict = DEFAULT_PANELS, # panel title -> list of names or `fnmatch` patterns

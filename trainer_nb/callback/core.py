@@ -79,12 +79,13 @@ def uncaught_cancel(e: CancelException) -> RuntimeError:
 
 # %% ../../nbs/02_callback.core.ipynb #d56a1378
 def stop_reason_of(e: BaseException) -> str:
-    "The `stop_reason` of a fit that `e` ended: 'interrupted' for a `KeyboardInterrupt` (a second interrupt), else 'error'."
-    return 'interrupted' if isinstance(e, KeyboardInterrupt) else 'error'
+    "The `stop_reason` of a fit that `e` ended: 'interrupted' for a `KeyboardInterrupt` (a second interrupt), 'cancelled' for a loop left (`learn.loop`), else 'error'."
+    if isinstance(e, KeyboardInterrupt): return 'interrupted'
+    return 'cancelled' if isinstance(e, GeneratorExit) else 'error'
 
 def fit_error(e: BaseException, where: str) -> BaseException:
-    "What to raise for `e`, which ended a fit at `where`: an interrupt as it is, an uncaught cancel explained, else `e` noted."
-    if isinstance(e, KeyboardInterrupt): return e
+    "What to raise for `e`, which ended a fit at `where`: an interrupt (or a loop left) as it is, an uncaught cancel explained, else `e` noted."
+    if isinstance(e, (KeyboardInterrupt, GeneratorExit)): return e
     if isinstance(e, CancelException): return uncaught_cancel(e)  # (no phase was left to catch it)
     return add_note(e, f"(the fit stopped at {where})")
 
@@ -354,6 +355,16 @@ class Callbacks:
         try:
             self.run(before)
             body()
+        except cancel: self.run(after_cancel)
+        if finish is not None: finish()
+        self.run(after)
+
+    def phase_steps(self, phase: str, body, cancel: type, finish=None):
+        "`phase` around a generator `body()`, yielding what it yields: the epochs of a fit, whose batches a loop you write may take."
+        before, after, after_cancel = PHASE_EVENTS[phase]
+        try:
+            self.run(before)
+            yield from body()
         except cancel: self.run(after_cancel)
         if finish is not None: finish()
         self.run(after)

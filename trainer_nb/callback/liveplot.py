@@ -15,7 +15,7 @@ from pathlib import Path
 from .core import Callback
 from ..files import atomic_write
 from ..core import import_in_background, in_notebook, time_left
-from ..plotting import LiveFigure, PlotData
+from ..plotting import DEFAULT_PANELS, LOOP_PANELS, LiveFigure, PlotData
 from ..writers import metrics_series, read_metrics
 
 # %% auto #0
@@ -259,6 +259,7 @@ class LivePlotCallback(Callback):
                  compare=None, # run folders whose curves are drawn in grey behind every fit's (see above)
                 ):
         self.plot = LivePlot(PlotData(panels, log, smooth, max_points), panel_size, dpi)
+        self.default_panels = panels is None  # (a loop you write gets `LOOP_PANELS`: its own scalars' names)
         self.budget = DrawBudget(budget, min_interval, max_interval, clock)
         self.fname, self.notebook, self.first_frame, self.clock = fname, notebook, first_frame, clock
         self.compare = check_compare(compare)
@@ -274,6 +275,7 @@ class LivePlotCallback(Callback):
         self._start_steps, self._total_steps = state.fit_steps, state.total_steps
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         live = in_notebook() if self.notebook is None else self.notebook
+        if self.default_panels: self.plot.data.panels = dict(LOOP_PANELS if self.learn.own_loop else DEFAULT_PANELS)
         self.plot.start(live, x_end)
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]
         runs = {label: run_series(f) for label, f in zip(run_labels(folders), folders)}

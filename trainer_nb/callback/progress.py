@@ -278,9 +278,12 @@ class ProgressCallback(Callback):
         row = {'epoch': learn.epoch + 1}  # (counted from 1, as the bars and messages count)
         if learn.fit_state.n_steps is not None: row['step'] = learn.step
         histories = learn.storage.histories()
-        train = histories.get('train/loss')
-        new = min(train.count - self._marks.get('train/loss', 0), len(train)) if train is not None else 0
-        row['train_loss'] = train.avg(new) if new > 0 else None  # the mean of the losses since the last row
+        losses = ([n for n in histories if 'loss' in n and not n.startswith('valid/')] if learn.own_loop
+                  else ['train/loss'])  # (a loop you write: the losses it logs)
+        for name in losses:
+            train = histories.get(name)
+            new = min(train.count - self._marks.get(name, 0), len(train)) if train is not None else 0
+            row['train_loss' if name == 'train/loss' else name] = train.avg(new) if new > 0 else None  # (the mean since the last row)
         if learn.dls.valid is not None:  # the validation's columns exist from the first row, even before it runs
             row['valid_loss'] = None
             for m in learn.metrics: row[m.name] = None

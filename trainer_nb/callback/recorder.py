@@ -50,10 +50,18 @@ class Recorder(Callback):
         if loss is not None: put('train/loss', loss)
         if parts:
             for name, value in parts.items(): put(f'train/{name}', value)
-        if self._row is None or self._row.storage is not learn.storage: self._row = ScalarRow(learn.storage, _ROW)
         now = time.perf_counter()
-        self._row.put(self._lr, float(learn.fit_state.samples), now - self._t, learn.data_time)
+        if learn.own_loop: self._put_times(now)  # (a loop you write: its optimizers are its own, and so is their lr)
+        else:
+            if self._row is None or self._row.storage is not learn.storage: self._row = ScalarRow(learn.storage, _ROW)
+            self._row.put(self._lr, float(learn.fit_state.samples), now - self._t, learn.data_time)
         self._t = now
+
+    def _put_times(self, now: float):
+        "The row without the lr (a loop you write, `learn.loop`: log your optimizers' lr with `loop.log`)."
+        put = self.learn.storage.put_scalar
+        for name, value in (('samples', float(self.learn.fit_state.samples)), ('time/step', now - self._t),
+                            ('time/data', self.learn.data_time)): put(name, value, _ROW[name])
 
     def _accumulate(self, loss, parts) -> bool:
         "Add a micro-batch's losses; return whether its optimizer step is done."
