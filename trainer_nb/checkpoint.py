@@ -5,10 +5,16 @@
 # %% ../nbs/06_checkpoint.ipynb #32881a2c
 from __future__ import annotations
 
+import collections
+import copy
 import importlib
 import math
+import os
 import pickletools
 import re
+import shutil
+import threading
+import time
 import zipfile
 import warnings
 from pathlib import Path
@@ -17,15 +23,18 @@ import torch
 
 from .callback.core import DISPLAY_CALLBACKS
 from .data import is_stateful
-from .files import atomic_save
+from .files import _fsync_dir, atomic_save
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['FORMAT', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
            'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state',
-           'learner_state', 'own_callbacks', 'pending_grads', 'nonfinite_weights', 'check_learner_state',
-           'restore_learner', 'restore_tracked', 'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart',
-           'checkpoint_path', 'save_learner', 'load_learner']
+           'learner_state', 'learner_extras', 'own_callbacks', 'pending_grads', 'nonfinite_weights',
+           'check_learner_state', 'restore_learner', 'restore_extras', 'restore_tracked', 'warn_unclaimed',
+           'rebuild_callbacks', 'callbacks_after_restart', 'is_sharded_checkpoint', 'publish', 'link_folder',
+           'remove_checkpoint', 'BackgroundSave', 'wait_for_save', 'poll_save', 'snapshot', 'save_in_background',
+           'checkpoint_io', 'collective_checkpoints', 'checkpoint_path', 'save_learner', 'find_checkpoint',
+           'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #e81776bf
 class CheckpointError(RuntimeError):
@@ -192,14 +201,17 @@ FORMAT = 'trainer_nb.checkpoint/3'  # 3: the frozen parameters fingerprinted ('f
 
 def learner_state(learn) -> dict:
     "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
-    state, stop = learn.fit_state, learn.stop_point
     values, frozen = saved_model_state(learn.raw_model, learn.full_checkpoints)
+    return {'format': FORMAT, 'model': values, 'frozen': frozen, 'opt': learn.opt.state_dict(), **learner_extras(learn)}
+
+def learner_extras(learn) -> dict:
+    "The learner's part of a checkpoint, all but the model and the optimizer: callbacks, storage, fit state, RNG..."
+    state, stop = learn.fit_state, learn.stop_point
     stopped = state.stop_reason is not None and state.resumable  # ended cleanly, resumable
     train = learn.dls.train
     fit_state = state.state_dict()
     if learn.in_fit and state.stop_reason is None: fit_state['resumable'] = True  # a boundary within a fit
-    return {'format': FORMAT, 'model': values, 'frozen': frozen, 'opt': learn.opt.state_dict(),
-            'callbacks': {k: cb.state_dict() for k, cb in callback_keys(own_callbacks(learn)).items()},
+    return {'callbacks': {k: cb.state_dict() for k, cb in callback_keys(own_callbacks(learn)).items()},
             'fit_callbacks': {**stop.cb_states,  # (those not yet given back to a resumed fit), then the fit's
                               **{k: cb.state_dict() for k, cb in fit_callback_keys(stop.fit_cbs or []).items()}},
             'storage': learn.storage.state_dict(), 'fit_state': fit_state,
@@ -223,7 +235,11 @@ def nonfinite_weights(model) -> list[str]:
     "The names of the floating-point tensors of `model`'s state that hold a NaN or an infinity (frozen parameters aside)."
     frozen = set(frozen_keys(model))  # (a fit does not change them: reading a whole frozen base at each save is waste)
     return [n for n, t in model_state(model).items()
-            if n not in frozen and t.is_floating_point() and not bool(torch.isfinite(t).all())]
+            if n not in frozen and t.is_floating_point() and not bool(torch.isfinite(_local(t)).all())]
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    "This process's shard of a sharded tensor (a `DTensor` of `ShardedTrainer`); any other tensor as it is."
+    return t.to_local() if hasattr(t, 'to_local') else t
 
 # %% ../nbs/06_checkpoint.ipynb #930ca4b8
 def check_learner_state(learn, state, weights_only_model: bool = False):
@@ -245,6 +261,10 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     load_model_state(learn.raw_model, state['model'], keep=state.get('frozen') or ())
     if weights_only_model: return
     learn.opt.load_state_dict(state['opt'])
+    restore_extras(learn, state)
+
+def restore_extras(learn, state: dict):
+    "Restore what `learner_extras` saved: callbacks, storage, fit state, RNG states, data position, controls..."
     states = dict(state['callbacks'])
     for key, cb in callback_keys(own_callbacks(learn)).items():
         if key in states: cb.load_state_dict(states.pop(key))
@@ -300,23 +320,153 @@ def callbacks_after_restart(plan: dict, cb_states: dict, extra: list) -> list:
         if key in cb_states: cb.load_state_dict(cb_states.pop(key))
     return cbs
 
-# %% ../nbs/06_checkpoint.ipynb #d0d1815d
-def checkpoint_path(learn, name: str) -> Path:
-    "Where checkpoint `name` of `learn` lives: `<path>/checkpoints/<name>.pt`."
-    return learn.path / 'checkpoints' / f'{name}.pt'
+# %% ../nbs/06_checkpoint.ipynb #1c17ffe9
+def is_sharded_checkpoint(path: Path) -> bool:
+    "Whether `path` is a complete sharded checkpoint: a folder with DCP's `.metadata`, written last."
+    return (Path(path) / '.metadata').is_file()
 
-def save_learner(learn, name: str = 'last') -> Path:
+def publish(tmp: Path, path: Path):
+    "Make the complete folder `tmp` the checkpoint folder `path` (renamed; a previous one is renamed aside, then deleted)."
+    old = path.with_name(f'.{path.name}.old-{os.getpid()}')
+    if path.exists(): os.replace(path, old)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    if old.exists(): shutil.rmtree(old, ignore_errors=True)
+
+def link_folder(src: Path, dest: Path):
+    "Make the folder `dest` hold the files of checkpoint folder `src` (hard links, or copies), published atomically."
+    tmp = dest.with_name(f'.{dest.name}.incomplete-link')
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, copy_function=_link_or_copy)
+    publish(tmp, dest)
+
+def _link_or_copy(src, dst):
+    try: os.link(src, dst)
+    except OSError: shutil.copy2(src, dst)
+
+def remove_checkpoint(path: Path):
+    "Delete a checkpoint: a file, or a sharded checkpoint's folder."
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink(): shutil.rmtree(path, ignore_errors=True)
+    else: path.unlink(missing_ok=True)
+
+# %% ../nbs/06_checkpoint.ipynb #14179b5b
+class BackgroundSave:
+    "A checkpoint being written by a thread: `wait()` for it (its error is raised there); `seconds`, the write's time."
+    def __init__(self, write, label: str, learn=None):
+        self.label, self.learn, self.error, self.seconds = label, learn, None, None
+        self.thread = threading.Thread(target=self._run, args=(write,), name=f'trainer_nb save {label}')
+        self.thread.start()  # (not a daemon: the interpreter waits for it at exit)
+
+    def _run(self, write):
+        t0 = time.perf_counter()
+        try:
+            write()
+            if self.learn is not None: self.learn.last_checkpoint = self.label  # (the status line: saved)
+        except BaseException as e: self.error = e
+        finally: self.seconds = time.perf_counter() - t0
+
+    @property
+    def done(self) -> bool: return not self.thread.is_alive()
+
+    def wait(self):
+        "Wait until the checkpoint is written; raise the error of the write, if it failed."
+        self.thread.join()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise OSError(f"The background save of {self.label} failed ({error}); the previous checkpoint of that name, "
+                          "if any, is unchanged.") from error
+
+def wait_for_save(learn) -> float:
+    "Wait for `learn`'s background save, if one is being written (its time goes to the storage); the seconds waited."
+    pending = getattr(learn, 'pending_save', None)
+    if pending is None: return 0.
+    t0 = time.perf_counter()
+    try: pending.wait()
+    finally:
+        learn.pending_save = None
+        if pending.seconds is not None: learn.storage.put_scalar('ckpt/write_s', pending.seconds, smoothing_hint=False)
+    return time.perf_counter() - t0
+
+def poll_save(learn):
+    "Collect `learn`'s background save if it has finished (its time to the storage, its error raised), without waiting."
+    pending = getattr(learn, 'pending_save', None)
+    if pending is not None and pending.done: wait_for_save(learn)
+
+def snapshot(obj):
+    "A copy of `obj` (dicts, lists, tuples of tensors and plain data) whose tensors are copies in CPU memory."
+    if isinstance(obj, torch.Tensor): return obj.detach().to('cpu', copy=True)
+    if isinstance(obj, dict):
+        out = {k: snapshot(v) for k, v in obj.items()}
+        return type(obj)(out) if type(obj) in (dict, collections.OrderedDict) else out
+    if isinstance(obj, list): return [snapshot(v) for v in obj]
+    if isinstance(obj, tuple) and type(obj) is tuple: return tuple(snapshot(v) for v in obj)
+    return copy.deepcopy(obj)
+
+def save_in_background(learn, path: Path, then=None) -> Path:
+    "Copy `learn`'s state to CPU memory now (the loop waits for that only), then write it to `path` in a thread."
+    t0 = time.perf_counter()
+    wait_for_save(learn)  # one at a time
+    state = snapshot(learn.state_dict())
+    label = f"{path.relative_to(learn.path)} (step {learn.step})"
+    def write():
+        atomic_save(state, path)
+        if then is not None: then(path)
+    learn.last_checkpoint = f"saving {label}"
+    learn.pending_save = BackgroundSave(write, label, learn)
+    learn.storage.put_scalar('ckpt/wait_s', time.perf_counter() - t0, smoothing_hint=False)
+    return path
+
+# %% ../nbs/06_checkpoint.ipynb #d0d1815d
+def checkpoint_io(learn, setup: bool = True):
+    "The callback that writes and reads `learn`'s checkpoints itself (a `ShardedTrainer` in several processes), or None."
+    for cb in learn.cbs:  # (`setup`: let it shard the model now, if it has not yet; False: only one that has)
+        if callable(getattr(cb, 'save_checkpoint', None)) and (cb.sharded or (setup and cb.setup())): return cb
+    return None
+
+def collective_checkpoints(learn) -> bool:
+    "Whether every process takes part in each save (sharded checkpoints), rather than process 0 alone."
+    return learn is not None and checkpoint_io(learn, setup=False) is not None
+
+def checkpoint_path(learn, name: str) -> Path:
+    "Where checkpoint `name` of `learn` lives: `<path>/checkpoints/<name>.pt` (sharded: the folder `<name>`)."
+    return learn.path / 'checkpoints' / (name if checkpoint_io(learn) is not None else f'{name}.pt')
+
+def save_learner(learn, name: str = 'last',
+                 background: bool = False, # copy the state to CPU memory now, write it in a thread (`BackgroundSave`)
+                 then=None, # `then(path)`, called (in process 0) once the checkpoint is complete
+                ) -> Path:
     "Save a checkpoint atomically as `<path>/checkpoints/<name>.pt`, and return that path (process 0 only writes)."
+    io = checkpoint_io(learn)
+    if io is not None: return io.save_checkpoint(name, background, then)  # (every process writes its shards)
     path = learn.checkpoint_path(name)
     if learn.comm.rank != 0: return path
+    if background: return save_in_background(learn, path, then)
+    wait_for_save(learn)  # (one save at a time: a background one first)
     atomic_save(learn.state_dict(), path)
+    if then is not None: then(path)
     learn.last_checkpoint = f"{path.relative_to(learn.path)} (step {learn.step})"
     return path
 
+def find_checkpoint(learn, name_or_path) -> Path:
+    "The checkpoint file, or sharded folder, of `name_or_path`: a path, or a name in the run folder's checkpoints."
+    path = Path(name_or_path)
+    if path.is_file() or is_sharded_checkpoint(path): return path
+    folder = learn.path / 'checkpoints'
+    for p in (folder / f'{name_or_path}.pt', folder / str(name_or_path)):
+        if p.is_file() or is_sharded_checkpoint(p): return p
+    for old in sorted(folder.glob(f'.{name_or_path}.old-*')):  # (a save killed between its two renames: `publish`)
+        if is_sharded_checkpoint(old): return old
+    return learn.checkpoint_path(str(name_or_path))
+
 def load_learner(learn, name_or_path, weights_only_model: bool = False):
     "Load a checkpoint saved by `save`, by path or by name in the run folder (read with `weights_only=True`)."
-    path = Path(name_or_path)
-    if not path.is_file(): path = learn.checkpoint_path(str(name_or_path))
+    wait_for_save(learn)  # (a checkpoint being written is complete before anything is read)
+    path = find_checkpoint(learn, name_or_path)
+    if path.is_dir():  # a sharded checkpoint: into any number of processes, or one without a process group
+        from trainer_nb.sharded import load_sharded
+        load_sharded(learn, path, weights_only_model)
+        return learn
     # read on the CPU: the model and the optimizer copy their tensors to their device; the random states stay there
     learn.load_state_dict(load_checkpoint(path), weights_only_model)
     return learn

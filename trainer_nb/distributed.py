@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import multiprocessing
 import os
 import socket
@@ -168,6 +169,7 @@ def launch(fn, nprocs: int = 2, *args, backend: str | None = None, timeout: floa
     if nprocs < 1: raise ValueError(f"nprocs must be >= 1, got {nprocs}.")
     if dist.is_initialized(): raise RuntimeError("A process group is already running in this process.")
     backend = backend or ('nccl' if torch.cuda.is_available() else 'gloo')
+    gc.collect()  # (an earlier run's garbage, its process groups too, is freed here: a forked process freeing it hangs)
     ctx = multiprocessing.get_context('fork')
     errors, port = ctx.SimpleQueue(), free_port()
     procs = [ctx.Process(target=_worker, args=(r, nprocs, port, backend, timeout, fn, args, kwargs, errors))

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from .core import Callback
 from .tracker import check_monitor, improved
-from ..checkpoint import check_learner_state, load_checkpoint, load_model_state, model_state, nonfinite_weights
+from ..checkpoint import (check_learner_state, collective_checkpoints, link_folder, load_checkpoint,
+                                   load_model_state, model_state, nonfinite_weights, poll_save, remove_checkpoint,
+                                   wait_for_save)
 from ..core import whole_number
-from ..files import atomic_save, check_writable, remove_stale_temps
+from ..files import atomic_write, check_writable, remove_stale_temps
 
 # %% auto #0
 __all__ = ['PeriodicCheckpoints', 'CheckpointCallback', 'finite_weights', 'SaveOnStop']
@@ -28,24 +30,29 @@ class PeriodicCheckpoints(Callback):
     "Save a checkpoint every N steps or epochs, keeping the last few, with `last` the newest; `last` at a fit's end."
     order = 90  # last: every other callback has finished the batch or epoch being saved
     during_lr_find = False
-    rank0_only = True
     def __init__(self,
                  every_steps: int | None = None, # save every this many optimizer steps...
                  every_epochs: int | None = None, # ...and/or every this many epochs (default: 1, if neither is given)
                  keep: int = 3, # periodic checkpoints to keep (older ones are deleted)
                  save_last: bool = True, # also save `last` at the end of each fit that completed or can resume
+                 background: bool = False, # write periodic checkpoints in a thread (`learn.save(..., background=True)`)
                 ):
         _check_args(every_steps, every_epochs, keep)
         if every_steps is None and every_epochs is None: every_epochs = 1
         self.every_steps, self.every_epochs, self.keep, self.save_last = every_steps, every_epochs, keep, save_last
+        self.background = background
         self.kept: list[str] = []
         self._saved_at: int | None = None
         self._label = None  # the panel widget, in a notebook
+
+    # process 0 alone writes a checkpoint file; each process writes its part of a sharded one (`ShardedTrainer`)
+    rank0_only = property(lambda self: not collective_checkpoints(getattr(self, 'learn', None)))
 
     def before_fit(self): check_writable(self.learn.path)
 
     def after_batch(self):
         learn = self.learn
+        poll_save(learn)  # (a background save that has finished: its write time to the storage)
         if self.every_steps and learn.training and learn.fit_state.fit_steps and learn.step % self.every_steps == 0:
             self._save_periodic()  # (once per step: not again after a batch that made none, nor before the first)
 
@@ -54,6 +61,7 @@ class PeriodicCheckpoints(Callback):
 
     def after_fit(self):
         state = self.learn.fit_state
+        wait_for_save(self.learn)  # (a fit ends with its checkpoints written)
         if self.save_last and (state.stop_reason == 'completed' or state.resumable) and finite_weights(self.learn):
             self.learn.save('last')
 
@@ -61,12 +69,13 @@ class PeriodicCheckpoints(Callback):
         learn = self.learn
         if learn.step == self._saved_at or not finite_weights(learn): return
         self._saved_at = learn.step
-        name = f'step_{learn.step:07d}'
-        path = learn.save(name)
+        name, last = f'step_{learn.step:07d}', learn.checkpoint_path('last')
+        learn.save(name, background=self.background, then=lambda path: _link(path, last))  # (`last` once complete)
         if name in self.kept: self.kept.remove(name)
         self.kept.append(name)
-        while len(self.kept) > self.keep: learn.checkpoint_path(self.kept.pop(0)).unlink(missing_ok=True)
-        _link(path, learn.checkpoint_path('last'), learn)
+        while len(self.kept) > self.keep:
+            old = self.kept.pop(0)
+            if learn.rank == 0: remove_checkpoint(learn.checkpoint_path(old))
         self._show()
 
     def panel_widget(self):
@@ -95,9 +104,10 @@ class CheckpointCallback(PeriodicCheckpoints):
                  monitor: str | None = None, # a storage scalar to keep the `best` checkpoint by, e.g. 'valid/loss'
                  mode: str = 'min', # 'min' or 'max': which way `monitor` improves
                  save_last: bool = True, # also save `last` at the end of each fit that completed or can resume
+                 background: bool = False, # write periodic and `best` checkpoints in a thread (see `save_in_background`)
                 ):
         _check_args(every_steps, every_epochs, keep, mode)
-        super().__init__(every_steps, every_epochs, keep, save_last)
+        super().__init__(every_steps, every_epochs, keep, save_last, background)
         self.monitor, self.mode = monitor, mode
         self.best: float | None = None
         self.best_path: Path | None = None  # the best checkpoint so far
@@ -118,7 +128,7 @@ class CheckpointCallback(PeriodicCheckpoints):
         value = learn.storage.history(self.monitor).latest()
         if improved(value, self.best, self.mode):
             self.best = value
-            self.best_path = learn.save('best')
+            self.best_path = learn.save('best', background=self.background)
             self._show()
 
     def after_fit(self):
@@ -153,12 +163,14 @@ def _load_weights(learn, path: Path) -> tuple[dict, list]:
 def finite_weights(learn) -> bool:
     "Whether the learner's weights may be saved as a checkpoint of the fit: none holds a NaN or an infinity (else say so)."
     bad = nonfinite_weights(learn.raw_model)
-    if bad: print(f"trainer_nb: no checkpoint at step {learn.step}: {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
+    if collective_checkpoints(learn) and learn.comm.any(bool(bad)) and not bad: bad = ['a shard of another process']
+    if bad and learn.rank == 0: print(f"trainer_nb: no checkpoint at step {learn.step}: {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
                   "hold NaN or infinite values; checkpoints/last.pt stays the last good state.", flush=True)
     return not bad
 
-def _link(src: Path, dest: Path, learn):
-    "Make `dest` the same file as `src`, atomically (a hard link renamed over it), or save it again if links fail."
+def _link(src: Path, dest: Path):
+    "Make `dest` the same file as `src`, atomically (a hard link renamed over it, or a copy); a folder: `link_folder`."
+    if src.is_dir(): return link_folder(src, dest)
     tmp = dest.with_name(f".{dest.name}.link-{os.getpid()}")
     remove_stale_temps(dest)
     tmp.unlink(missing_ok=True)
@@ -167,18 +179,19 @@ def _link(src: Path, dest: Path, learn):
         os.replace(tmp, dest)
     except OSError:
         tmp.unlink(missing_ok=True)
-        atomic_save(learn.state_dict(), dest)
+        atomic_write(dest, lambda f: f.write(src.read_bytes()))
 
 # %% ../../nbs/06a_callback.checkpoint.ipynb #fb437063
 class SaveOnStop(Callback):
     "Save `last` when a fit stops cleanly before its end (interrupt, Stop, cancel), so it can be resumed after a restart."
     order = 95  # after every other callback has finished the fit
-    rank0_only = True
+    rank0_only = property(lambda self: not collective_checkpoints(getattr(self, 'learn', None)))  # (as `PeriodicCheckpoints`)
     during_lr_find = False
     def __init__(self): self.path: Path | None = None  # the last checkpoint it saved
 
     def after_fit(self):
         learn, state = self.learn, self.learn.fit_state
+        wait_for_save(learn)  # (a background save still being written: the fit ends once it is)
         if state.stop_reason == 'completed' or not state.resumable: return
         if any(isinstance(cb, PeriodicCheckpoints) and cb.save_last for cb in learn.cbs): return  # it saves `last`
         if finite_weights(learn): self.path = learn.save('last')

@@ -47,6 +47,10 @@ class GradientAccumulation(Callback):
     def load_state_dict(self, state: dict): self.ref, self.done, self.total = state['ref'], state['done'], state['total']
 
 # %% ../../nbs/13_callback.training.ipynb #52fa88c5
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    "A norm over sharded gradients (a `DTensor`, with `ShardedTrainer`) as a plain tensor: over all the shards."
+    return t.full_tensor() if hasattr(t, 'full_tensor') else t
+
 class GradientClip(Callback):
     "Clip gradients before each optimizer step, by global norm or by value; log the norm before clipping."
     order = 30  # in before_step, after MixedPrecision (10) unscaled the gradients
@@ -69,10 +73,10 @@ class GradientClip(Callback):
             norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_norm, self.norm_type)
         else:
             grads = [p.grad for p in self.params if p.grad is not None]
-            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, self.norm_type) for g in grads]),
-                                            self.norm_type)
+            norm = torch.linalg.vector_norm(torch.stack([_whole(torch.linalg.vector_norm(g, self.norm_type))
+                                                         for g in grads]), self.norm_type)
             torch.nn.utils.clip_grad_value_(self.params, self.max_value)
-        self.learn.storage.put_scalar('grad_norm', norm)
+        self.learn.storage.put_scalar('grad_norm', _whole(norm))
 
 # %% ../../nbs/13_callback.training.ipynb #419b2357
 def found_inf_of(scaler: torch.amp.GradScaler, opt: torch.optim.Optimizer, device: torch.device) -> torch.Tensor:
