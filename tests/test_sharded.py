@@ -1,0 +1,227 @@
+"""Sharded training (FSDP2) and sharded checkpoints (DCP): 2 or 3 processes with gloo on the CPU (process 0 is this
+test's own process, the others are forked by `launch`); background saves, and a background save killed mid-write."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from trainer_nb.callback.core import Callback
+from trainer_nb.callback.training import GradientAccumulation, GradientClip
+from trainer_nb.checkpoint import load_checkpoint, wait_for_save
+from trainer_nb.demo import digits_datasets
+from trainer_nb.distributed import DistributedTrainer, launch
+from trainer_nb.learner import Learner
+from trainer_nb.sharded import ShardedTrainer
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason='torch.distributed is not available')
+
+
+class Indexed(Dataset):
+    "The digits with each sample's index as a last feature (the model drops it): which samples each process saw."
+    def __init__(self, n):
+        train, _ = digits_datasets()
+        self.ds, self.n = train, n
+    def __len__(self): return self.n
+    def __getitem__(self, i):
+        x, y = self.ds[i]
+        return torch.cat([x, torch.tensor([float(i)])]), y
+
+
+class DropIndex(nn.Module):
+    def forward(self, x): return x[:, :-1]
+
+
+class SeenSamples(Callback):
+    "Record the index of each training sample this process takes."
+    def __init__(self): self.seen = []
+    def before_batch(self):
+        if self.learn.training: self.seen += [int(i) for i in self.learn.batch[0][:, -1]]
+
+
+class StopAt(Callback):
+    def __init__(self, step): self.at = step
+    def after_step(self):
+        if self.learn.step == self.at: self.learn.request_stop()
+
+
+def learner(path, cbs=(), n=512, bs=32, opt_func=torch.optim.AdamW):
+    torch.manual_seed(0)
+    model = nn.Sequential(DropIndex(), nn.Linear(64, 96), nn.ReLU(), nn.Linear(96, 10))
+    train, valid = Indexed(n), Indexed(128)
+    return Learner(model, (DataLoader(train, batch_size=bs, shuffle=True), DataLoader(valid, batch_size=64)),
+                   nn.functional.cross_entropy, opt_func=opt_func, lr=1e-2, path=path, device='cpu',
+                   progress=False, cbs=list(cbs))
+
+
+def losses(learn): return torch.tensor([v for v, _ in learn.storage.history('train/loss').values()])
+
+
+def full_state(learn):
+    "The whole weights and AdamW moments, by name, in every process (gathered from the shards)."
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    if learn.world_size > 1:
+        model, optim = get_state_dict(learn.raw_model, learn.opt, options=StateDictOptions(full_state_dict=True))
+    else: model, optim = get_state_dict(learn.raw_model, learn.opt)
+    moments = {f'{k}.{m}': v[m].clone() for k, v in optim['state'].items() for m in ('exp_avg', 'exp_avg_sq', 'step')}
+    return {**{k: v.clone() for k, v in model.items()}, **moments}
+
+
+def assert_same(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k in a: assert torch.equal(a[k], b[k]), k
+
+
+def test_sharded_matches_data_parallel_for_5_steps_with_clipping_and_accumulation(tmp_path):
+    def fit(kind):
+        extra = [GradientClip(0.2), GradientAccumulation(2)]
+        learn = learner(tmp_path / kind, [ShardedTrainer() if kind == 'fsdp' else DistributedTrainer(), *extra])
+        learn.fit(n_steps=5)
+        return losses(learn), learn.storage.history('grad_norm').values(), learn.step
+
+    (l_fsdp, norms_fsdp, steps), (l_ddp, norms_ddp, _) = launch(fit, 2, 'fsdp'), launch(fit, 2, 'ddp')
+    assert steps == 5 and len(l_fsdp) == 5  # 5 steps of 2 batches of 2 x 32 samples (a loss per step)
+    print(f"max |loss difference| FSDP2 vs DDP over 5 steps: {(l_fsdp - l_ddp).abs().max():.2e}")
+    assert torch.allclose(l_fsdp, l_ddp, rtol=1e-5, atol=1e-6)
+    norms = torch.tensor([[a, b] for (a, _), (b, _) in zip(norms_fsdp, norms_ddp)])
+    assert len(norms) == 5 and norms.min() > 0.2  # (clipped at each step)
+    assert torch.allclose(norms[:, 0], norms[:, 1], rtol=1e-5)
+
+
+def test_an_interrupted_sharded_fit_resumed_from_its_checkpoint_is_bit_identical(tmp_path):
+    def run(stop):
+        learn = learner(tmp_path / ('stopped' if stop else 'whole'), [ShardedTrainer()])
+        learn.fit(2, cbs=[StopAt(stop)] if stop else [])
+        if stop:  # a new learner in the same processes, from the checkpoint SaveOnStop wrote
+            assert learn.stop_reason == 'interrupted' and learn.step == stop
+            learn = learner(tmp_path / 'stopped', [ShardedTrainer()]).load('last')
+            learn.resume(cbs=[StopAt(0)])
+        return learn.step, full_state(learn), losses(learn)
+
+    step, resumed, l_resumed = launch(run, 2, 5)
+    step_ref, reference, l_ref = launch(run, 2, None)
+    assert step == step_ref == 16
+    assert_same(resumed, reference)
+    assert torch.equal(l_resumed, l_ref)  # (the storage came back with the checkpoint: the losses of all 16 steps)
+
+
+def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_the_epoch_once(tmp_path):
+    n, bs = 512, 16  # 16 steps per epoch with 2 processes; after 4, the 384 left are 8 steps of 3 processes
+
+    def save_at_4():
+        seen = SeenSamples()
+        learn = learner(tmp_path, [ShardedTrainer(), seen], n=n, bs=bs)
+        learn.fit(1, cbs=[StopAt(4)])
+        (tmp_path / f'seen{learn.rank}.json').write_text(json.dumps(seen.seen))
+        return full_state(learn)
+
+    def load_and_finish():
+        seen = SeenSamples()
+        learn = learner(tmp_path, [ShardedTrainer(), seen], n=n, bs=bs).load('last')
+        state = full_state(learn)
+        learn.resume(cbs=[StopAt(0)])
+        (tmp_path / f'after{learn.rank}_{learn.world_size}.json').write_text(json.dumps(seen.seen))
+        return state, learn.fit_state.samples
+
+    saved = launch(save_at_4, 2)
+    assert sorted(p.name for p in (tmp_path / 'checkpoints' / 'last').iterdir()) == \
+        ['.metadata', '__0_0.distcp', '__1_0.distcp', 'rank0.pt', 'rank1.pt']
+    for world in (2, 3):
+        loaded, samples = launch(load_and_finish, world)
+        assert_same(loaded, saved)  # weights and AdamW moments, resharded to this number of processes
+        assert samples == n
+    before = [i for r in (0, 1) for i in json.loads((tmp_path / f'seen{r}.json').read_text())]
+    after = [i for r in (0, 1, 2) for i in json.loads((tmp_path / f'after{r}_3.json').read_text())]
+    assert len(before) == 4 * 2 * bs and len(set(before)) == len(before)
+    assert sorted(after) == sorted(set(range(n)) - set(before))  # the rest of the epoch, each sample once
+    # one plain process, no process group: the whole weights
+    plain = learner(tmp_path, n=n, bs=bs).load('last')
+    assert not torch.distributed.is_initialized()
+    assert_same(full_state(plain), saved)
+    assert plain.step == 4 and plain.fit_state.world_size == 2
+    weights = learner(tmp_path, n=n, bs=bs).load('last', weights_only_model=True)
+    for k, v in weights.model.state_dict().items(): assert torch.equal(v, saved[k])
+
+
+def test_a_background_sharded_save_holds_the_step_of_the_call(tmp_path):
+    def run():
+        learn = learner(tmp_path, [ShardedTrainer()])
+        learn.fit(n_steps=3)
+        before = full_state(learn)
+        learn.save('bg', background=True)
+        with torch.no_grad():  # the loop goes on: the weights change at once
+            for p in learn.raw_model.parameters(): p.to_local().add_(100.)
+        waited = wait_for_save(learn)
+        names = sorted(k for k in learn.storage.histories() if k.startswith('ckpt/'))
+        return before, names, learn.storage.history('ckpt/wait_s').latest(), waited
+
+    before, names, wait_s, _ = launch(run, 2)
+    assert names == ['ckpt/wait_s', 'ckpt/write_s'] and 0 <= wait_s < 5
+    plain = learner(tmp_path).load('bg')
+    assert_same(full_state(plain), before)
+
+
+KILLED_WRITER = """
+import sys, time, torch
+from torch import nn
+from trainer_nb.learner import Learner
+from trainer_nb.testing import synth_dls
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(1, 1), nn.Linear(4096, 4096, bias=False), nn.Linear(4096, 1024, bias=False))
+learn = Learner(model, synth_dls(), nn.functional.mse_loss, path=sys.argv[1], device='cpu', progress=False,
+                default_cbs=False)
+learn.save('last')  # complete
+print('saved', flush=True)
+with torch.no_grad(): model[0].weight.add_(1.)
+learn.save('last', background=True)  # ~500 MB, written by a thread
+print('started', flush=True)
+time.sleep(60)
+"""
+
+
+def test_kill_9_during_a_background_save_leaves_the_previous_checkpoint(tmp_path):
+    script = tmp_path / 'writer.py'
+    script.write_text(KILLED_WRITER)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, 'PYTHONPATH': str(Path(__file__).parent.parent)})
+    try:
+        assert proc.stdout.readline().strip() == 'saved'
+        assert proc.stdout.readline().strip() == 'started'
+        temps = list((tmp_path / 'checkpoints').glob('.last.pt.tmp-*'))
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill(); proc.wait()
+    assert temps, "the background write had finished before the kill: make the model larger"
+    saved = load_checkpoint(tmp_path / 'checkpoints' / 'last.pt')  # the previous checkpoint, complete
+    torch.manual_seed(0)
+    first = nn.Linear(1, 1)
+    assert torch.equal(saved['model']['0.weight'], first.weight.detach())
+
+
+def test_torchrun_runs_a_sharded_script(tmp_path):
+    script = tmp_path / 'sharded_digits.py'
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        from torch import nn
+        from trainer_nb.demo import digits_dls, digits_model
+        from trainer_nb.learner import Learner
+        from trainer_nb.sharded import ShardedTrainer
+        torch.manual_seed(0)
+        learn = Learner(digits_model(), digits_dls(bs=32), nn.functional.cross_entropy, lr=1e-2, path=sys.argv[1],
+                        device='cpu', progress=False, cbs=[ShardedTrainer()])
+        learn.fit(1)
+        print(f"rank {learn.rank} of {learn.world_size}: step {learn.step}, {type(learn.raw_model[0].weight).__name__}")
+        """))
+    env = {**os.environ, 'PYTHONPATH': str(Path(__file__).parent.parent), 'OMP_NUM_THREADS': '1'}
+    proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                           str(script), str(tmp_path / 'run')], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'rank 0 of 2: step 23, DTensor' in proc.stdout and 'rank 1 of 2: step 23, DTensor' in proc.stdout
