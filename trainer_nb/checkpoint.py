@@ -393,21 +393,27 @@ def poll_save(learn):
     pending = getattr(learn, 'pending_save', None)
     if pending is not None and pending.done: wait_for_save(learn)
 
-def snapshot(obj):
+def snapshot(obj, reuse=None):
     "A copy of `obj` (dicts, lists, tuples of tensors and plain data) whose tensors are copies in CPU memory."
-    if isinstance(obj, torch.Tensor): return obj.detach().to('cpu', copy=True)
+    if isinstance(obj, torch.Tensor):  # (into the tensor of an earlier snapshot at the same place, if it fits)
+        if isinstance(reuse, torch.Tensor) and (reuse.shape, reuse.dtype) == (obj.shape, obj.dtype) and \
+                reuse.device.type == 'cpu' and reuse.layout == obj.layout == torch.strided:
+            return reuse.copy_(obj.detach())
+        return obj.detach().to('cpu', copy=True)
     if isinstance(obj, dict):
-        out = {k: snapshot(v) for k, v in obj.items()}
+        reuse = reuse if isinstance(reuse, dict) else {}
+        out = {k: snapshot(v, reuse.get(k)) for k, v in obj.items()}
         return type(obj)(out) if type(obj) in (dict, collections.OrderedDict) else out
-    if isinstance(obj, list): return [snapshot(v) for v in obj]
-    if isinstance(obj, tuple) and type(obj) is tuple: return tuple(snapshot(v) for v in obj)
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        reuse = reuse if isinstance(reuse, (list, tuple)) and len(reuse) == len(obj) else [None] * len(obj)
+        return type(obj)(snapshot(v, r) for v, r in zip(obj, reuse))
     return copy.deepcopy(obj)
 
 def save_in_background(learn, path: Path, then=None) -> Path:
     "Copy `learn`'s state to CPU memory now (the loop waits for that only), then write it to `path` in a thread."
     t0 = time.perf_counter()
-    wait_for_save(learn)  # one at a time
-    state = snapshot(learn.state_dict())
+    wait_for_save(learn)  # one at a time: the copy of the last save is free again, and is filled anew
+    state = learn.save_buffers = snapshot(learn.state_dict(), getattr(learn, 'save_buffers', None))
     label = f"{path.relative_to(learn.path)} (step {learn.step})"
     def write():
         atomic_save(state, path)
@@ -464,8 +470,7 @@ def load_learner(learn, name_or_path, weights_only_model: bool = False):
     wait_for_save(learn)  # (a checkpoint being written is complete before anything is read)
     path = find_checkpoint(learn, name_or_path)
     if path.is_dir():  # a sharded checkpoint: into any number of processes, or one without a process group
-        from trainer_nb.sharded import load_sharded
-        load_sharded(learn, path, weights_only_model)
+        learn.load_sharded(path, weights_only_model)  # (chapter `sharded`)
         return learn
     # read on the CPU: the model and the optimizer copy their tensors to their device; the random states stay there
     learn.load_state_dict(load_checkpoint(path), weights_only_model)

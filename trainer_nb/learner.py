@@ -31,6 +31,7 @@ from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, s
                              unwrap_model)
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
 from .distributed import set_comm
+from .sharded import load_sharded
 from .events import EventStorage
 from .loop import Loop, check_tracked, warn_untracked
 from .memory import move_learner
@@ -254,6 +255,7 @@ class Learner:
     lr_find, fit_one_cycle = lr_find, fit_one_cycle  # the lr finder, fits with a schedule (`callback.schedule`)
     fit_flat_cos, fit_warmup_cos = fit_flat_cos, fit_warmup_cos
     set_comm = set_comm  # one of several processes (`distributed`)
+    load_sharded = load_sharded  # a sharded checkpoint's folder, into any number of processes (`sharded`)
     to = move_learner  # another device between fits: `learn.to('cpu')` gives the GPU back (`memory`)
 
     # ---- a fit from start to end: `after_fit` always, and the one place that sets the stop reason
