@@ -225,3 +225,23 @@ def test_torchrun_runs_a_sharded_script(tmp_path):
                            str(script), str(tmp_path / 'run')], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'rank 0 of 2: step 23, DTensor' in proc.stdout and 'rank 1 of 2: step 23, DTensor' in proc.stdout
+
+
+
+def test_a_data_parallel_checkpoint_continues_sharded_with_its_optimizer_state(tmp_path):
+    "A `.pt` of DistributedTrainer loaded before a sharded fit: the optimizer, made again over the shards, keeps it."
+    def run(kind):
+        learn = learner(tmp_path, [ShardedTrainer() if kind == 'fsdp' else DistributedTrainer()])
+        if kind == 'first':
+            learn.fit(n_steps=3)
+            learn.save('ddp')
+            return None
+        learn.load('ddp')
+        learn.fit(n_steps=2)
+        return full_state(learn)
+
+    launch(run, 2, 'first')
+    sharded, reference = launch(run, 2, 'fsdp'), launch(run, 2, 'ddp')
+    assert sharded.keys() == reference.keys()
+    assert reference['1.weight.step'] == 5  # (the moments of the first 3 steps went on)
+    for k, v in reference.items(): assert torch.allclose(sharded[k], v, rtol=1e-5, atol=1e-7), k
