@@ -265,7 +265,6 @@ class Learner:
         "End the other processes of a learner made by `distribute` (nothing otherwise)."
         if self.workers is not None: self.workers.close()
 
-
     # ---- a fit from start to end: `after_fit` always, and the one place that sets the stop reason
     def _run_fit(self, state: FitState, cbs: list):
         for _ in self._fit_steps(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
