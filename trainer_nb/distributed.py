@@ -35,7 +35,7 @@ from .state import match_world, rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['TorchDistributed', 'set_comm', 'free_port', 'init_distributed', 'DistributedTrainer', 'default_backend',
-           'WorkerFailed', 'Workers', 'launch', 'distribute', 'on_all_processes']
+           'WorkerFailed', 'Workers', 'launch', 'distribute', 'on_all_processes', 'gathered_preds']
 
 # %% ../nbs/16_distributed.ipynb #a3984779
 class TorchDistributed:
@@ -456,3 +456,26 @@ def on_all_processes(method, name: str | None = None):
         if workers is None: return method(learn, *args, **kwargs)
         return workers.call('method', name, args, kwargs, lambda: method(learn, *args, **kwargs))
     return run
+
+def _interleaved(parts: list):
+    "The shares of `ShardSampler` (process r: items r, r + n, ...) of each tensor of `parts`' results, back in order."
+    world, out = len(parts), []
+    for shares in zip(*parts):
+        if not all(isinstance(t, torch.Tensor) for t in shares):
+            raise TypeError("get_preds with several processes puts tensors back in order, and got "
+                            f"{type(shares[0]).__name__}: pass dl= (each process then predicts all of it).")
+        whole = shares[0].new_empty((sum(len(t) for t in shares), *shares[0].shape[1:]))
+        for rank, t in enumerate(shares): whole[rank::world] = t
+        out.append(whole)
+    return tuple(out)
+
+def gathered_preds(get_preds):
+    "The Learner's `get_preds`: with `distribute`, each process predicts its share of the validation set; all of it returns."
+    @functools.wraps(get_preds)
+    def run(learn, dl=None, *args, **kwargs):
+        workers = getattr(learn, 'workers', None)
+        if workers is None or workers.busy or dl is not None or learn.world_size == 1:  # (dl: each process does all of it)
+            return on_all_processes(get_preds)(learn, dl, *args, **kwargs)
+        return _interleaved(workers.each(lambda l: get_preds(l, None, *args, **kwargs)))
+    return run
+

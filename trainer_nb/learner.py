@@ -30,7 +30,7 @@ from .controls import Controls, check_stop_reason
 from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, stop_message, to_device,
                              unwrap_model)
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
-from .distributed import on_all_processes, set_comm
+from .distributed import gathered_preds, on_all_processes, set_comm
 from .events import EventStorage
 from .loop import Loop, check_tracked, warn_untracked
 from .memory import move_learner
@@ -255,7 +255,7 @@ class Learner:
     state_dict, load_state_dict = learner_state, restore_learner  # its whole state (chapter `checkpoint`)
     save, load = on_all_processes(save_learner, 'save'), on_all_processes(load_learner, 'load')
     checkpoint_path = checkpoint_path
-    get_preds, predict, sample_losses = on_all_processes(get_preds), predict, sample_losses  # (`callback.outputs`)
+    get_preds, predict, sample_losses = gathered_preds(get_preds), predict, sample_losses  # (`callback.outputs`)
     lr_find, fit_one_cycle = on_all_processes(lr_find), fit_one_cycle  # the lr finder, fits with a schedule
     fit_flat_cos, fit_warmup_cos = fit_flat_cos, fit_warmup_cos
     set_comm = set_comm  # one of several processes (`distributed`)
