@@ -130,6 +130,8 @@ class Hang(Callback):
         if self.learn.rank == 1 and self.learn.step == 3: time.sleep(600)
 """)
         run_ok(k, "learn = distribute(make, 2, timeout=5)")
+        status, out = k.execute("learn.load('missing')")  # the same error in every process: the workers stay
+        assert status == 'error' and 'FileNotFoundError' in out and 'wait for the next call' in out, out
         status, out = k.execute("learn.fit(1, cbs=[Fail()])")
         assert status == 'error' and 'Process 1 of the distributed run failed' in out, out
         assert 'process 1 fails at step 3' in out and 'distribute(make, 2)' in out, out

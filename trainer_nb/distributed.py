@@ -228,8 +228,9 @@ def _serve(rank: int, conn_fd: int):
             try: data = cloudpickle.dumps(reply)
             except Exception as e: reply, data = ('error',), pickle.dumps(('error', f"Its result cannot be pickled: {e!r}"))
             conn.send_bytes(data)
-            if reply[0] == 'error':  # it leaves: the others' collectives with it fail at once, not after the timeout
-                code = 1
+            if reply[0] == 'error':  # the same error in every process (e.g. a missing file): process 0 says go on;
+                if conn.poll(2.) and pickle.loads(conn.recv_bytes())[0] == 'continue': continue
+                code = 1  # else it leaves: the others' collectives with it fail at once, not after the timeout
                 break
     except BaseException as e:
         code = 1
@@ -352,13 +353,15 @@ class Workers:
 
     def _replies(self, deadline: float, during: str, cause=None) -> list:
         "Wait until `deadline` for every worker's answer; raise `WorkerFailed` (closing them) if one failed or is silent."
-        pending, results = dict(enumerate(self.conns, 1)), {}
+        pending, results, failed = dict(enumerate(self.conns, 1)), {}, {}
         while pending:
             ready = mp_wait(list(pending.values()), timeout=min(0.2, max(0., deadline - time.monotonic())))
             for rank in [r for r, c in pending.items() if c in ready]:
                 try: status, value = pickle.loads(pending.pop(rank).recv_bytes())
                 except (EOFError, OSError): self._fail(rank, None, cause, during)
-                if status == 'error': self._fail(rank, value, cause, during)
+                if status == 'error':
+                    if cause is None or _waited_for_others(cause): self._fail(rank, value, cause, during)
+                    failed[rank] = value  # (process 0 failed too: maybe all of them, the same way)
                 results[rank] = value
             if pending and time.monotonic() >= deadline:
                 if cause is not None and not _waited_for_others(cause):  # process 0 failed alone: they wait for it
@@ -366,6 +369,10 @@ class Workers:
                     cause.add_note(f"The other processes were ended (they did not finish). Start again with {self.restart}.")
                     return []
                 self._fail(min(pending), 'timeout', cause, during)
+        if failed and len(failed) < len(self.conns): self._fail(min(failed), failed[min(failed)], cause, during)
+        if failed:  # every process raised, none waits in a collective: they go on to the next call
+            self._send('continue', b'')
+            cause.add_note("(Every process raised this error; the other processes wait for the next call.)")
         return [results[r] for r in sorted(results)]
 
     def _fail(self, rank: int, tb: str | None, cause, during: str = ''):
