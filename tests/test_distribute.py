@@ -4,6 +4,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 import torch
 
@@ -48,6 +49,14 @@ print(launch(work, 2, 4))
 """)
         assert str(([12.] * 3, 2)) in out
         assert 'children: []' in run_ok(k, NO_CHILD)
+        # an interrupt while the processes run a function that is no fit: KeyboardInterrupt here, the others ended
+        run_ok(k, "import time\ndef sleepy(): print('sleeping', flush=True); time.sleep(60)")
+        status, out = execute_and(k, "launch(sleepy, 2)", k.interrupt, when='sleeping')
+        assert status == 'error' and 'KeyboardInterrupt' in out, out
+        assert 'children: []' in run_ok(k, NO_CHILD)
+        out = run_ok(k, "import threading\nlock = threading.Lock()\ntry: launch(lambda: lock, 2)\n"
+                        "except TypeError as e: print(e)")
+        assert 'cannot pickle' in out and 'inside the function' in out, out
 
 
 SETUP = """
@@ -115,8 +124,12 @@ def test_a_worker_killed_mid_fit_is_named_and_distribute_works_again(tmp_path):
         assert 'children: []' in run_ok(k, NO_CHILD)
         out = run_ok(k, "learn = distribute(make, 2); learn.fit(1); print('steps', learn.workers.each(lambda l: l.step))")
         assert 'steps [16, 16]' in out, out
-        run_ok(k, "learn.close()")
-        assert 'children: []' in run_ok(k, NO_CHILD)
+        pid = int(run_ok(k, "print(learn.workers.procs[0].pid)").strip())
+    # the kernel killed (no atexit): its workers see their parent gone and end within a second or so
+    deadline = time.time() + 10
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE and time.time() < deadline:
+        time.sleep(0.2)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_a_worker_that_raises_or_hangs_is_named(tmp_path):
