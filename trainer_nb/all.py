@@ -35,7 +35,7 @@ from .callback.tracker import TrackerCallback, EarlyStopping, ReduceLROnPlateau,
 # callbacks: outputs and timing
 from .callback.outputs import GatherPreds, SaveOutputs, IterationTimer
 # several processes
-from .distributed import DistributedTrainer, launch
+from .distributed import DistributedTrainer, distribute, launch
 # metrics
 from .metrics import Metric, AvgMetric, accuracy, error_rate
 # events: the storage and its writers
@@ -56,7 +56,7 @@ __all__ = ['Learner', 'default_callbacks', 'DataLoaders', 'Callback', 'LambdaCal
            'PeriodicCheckpoints', 'SaveOnStop', 'ParamScheduler', 'TorchScheduler', 'LRFinder', 'Schedule',
            'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'combined_cos', 'GradientAccumulation', 'MicroBatches', 'Loop', 'LiveView',
            'GradientClip', 'MixedPrecision', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau',
-           'TerminateOnNaN', 'GatherPreds', 'SaveOutputs', 'IterationTimer', 'DistributedTrainer', 'launch',
+           'TerminateOnNaN', 'GatherPreds', 'SaveOutputs', 'IterationTimer', 'DistributedTrainer', 'distribute', 'launch',
            'Metric', 'AvgMetric', 'accuracy', 'error_rate', 'EventStorage', 'HistoryBuffer', 'get_event_storage',
            'EventWriter', 'JSONWriter', 'ConsoleWriter', 'TensorBoardWriter', 'read_metrics', 'RunRecord', 'Runs',
            'Controls', 'CheckpointError']
