@@ -178,6 +178,10 @@ class Learner:
             ) -> Loop:
         "A fit whose step you write: `for batch in learn.loop(5): ...` (see the `loop` chapter)."
         refuse_nested(self.in_fit, 'loop')
+        if self.workers is not None:
+            raise RuntimeError("learn.loop runs the body you write in this process only, and a distribute() learner's "
+                               "other processes cannot run it: use learn.fit with a train_step, or run the loop in "
+                               "each process under torchrun (with DistributedTrainer).")
         cbs = as_callback_list(cbs)
         if resume:
             check_resumable(self.fit_state)
