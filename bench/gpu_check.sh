@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU check of issue 33: the cuda-marked tests, then bench/gpu_bench.py, one line per check; about 8 minutes
-# at most on one H100 (each part has its own timeout).
+# The GPU check of issue 33: the cuda-marked tests, then bench/gpu_bench.py, one line per check; then issue 34's
+# bench/gpu_distributed.py (two processes sharing the GPU over gloo, started after CUDA was used here: launch twice,
+# distribute with an interrupt and a resume). About 10 minutes at most on one H100 (each part has its own timeout).
 #
 # What it expects: this repository, and a Python (`python`, or $PYTHON) whose torch is a CUDA build that sees a
 # GPU. It runs the repository's code from the checkout (PYTHONPATH), not an installed copy. If trainer_nb's
@@ -42,6 +43,12 @@ timeout 270 "$PY" bench/gpu_bench.py
 bench=$?
 [ "$bench" = 124 ] && echo "(the benchmark ran past its 270 s: the lines above are what it measured)"
 
-echo "== tests exit $tests, benchmark exit $bench"
-[ "$tests" = 0 ] && exit "$bench"
-exit "$tests"
+echo "== distributed from a notebook's process, after CUDA: bench/gpu_distributed.py"
+timeout 150 "$PY" bench/gpu_distributed.py
+distributed=$?
+[ "$distributed" = 124 ] && echo "(the distributed check ran past its 150 s)"
+
+echo "== tests exit $tests, benchmark exit $bench, distributed exit $distributed"
+[ "$tests" = 0 ] || exit "$tests"
+[ "$bench" = 0 ] || exit "$bench"
+exit "$distributed"

@@ -13,7 +13,10 @@ The same tiny MLP (32 -> 64 -> 10, batch 64, AdamW) is trained for 2000 steps, o
   - `toolkit`: the default callbacks plus a one-cycle schedule (`fit_one_cycle`), `GradientClip` and
                `TerminateOnNaN`: a typical set of the training toolkit; compared with
   - `hand_toolkit`: the hand-written loop doing the same by hand (torch's OneCycleLR, clip_grad_norm_, a check
-               of the loss), so that the ratio shows the toolkit's overhead, not the work it does.
+               of the loss), so that the ratio shows the toolkit's overhead, not the work it does;
+  - `loop`:    `learn.loop` with the default callbacks, the body doing by hand what the Learner's step does (forward,
+               loss, backward, step, zero_grad, and `loop.log` of the loss, as the Recorder logs it): a loop you
+               write, against `hand` and, in the same rounds, against `default` (`fit`).
 The variants run interleaved, in a rotating order, for several rounds; we report the median time of each
 and the median over rounds of the ratio to `hand` in the same round. Then, separately (tracemalloc slows
 things down), the peak Python memory of each variant, and the import time of trainer_nb beyond torch.
@@ -110,6 +113,22 @@ def learner(dl, steps, out, default_cbs, toolkit=False, plot=True, progress=True
     return learn.model
 
 
+def own_loop(dl, steps, out):
+    learn = Learner(make_model(), dl, path=out, device='cpu')
+    opt = torch.optim.AdamW(learn.model.parameters(), lr=1e-3)
+    learn.track(opt=opt)
+    model = learn.model
+    with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
+        loop = learn.loop(n_steps=steps)
+        for xb, yb in loop:
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loop.log(**{'train/loss': loss})
+    return model
+
+
 VARIANTS = {
     'hand': lambda dl, steps, out: hand(dl, steps, out),
     'default': lambda dl, steps, out: learner(dl, steps, out, True),
@@ -119,8 +138,10 @@ VARIANTS = {
     'bare': lambda dl, steps, out: learner(dl, steps, out, False),
     'toolkit': lambda dl, steps, out: learner(dl, steps, out, True, toolkit=True),
     'hand_toolkit': lambda dl, steps, out: hand_toolkit(dl, steps, out),
+    'loop': own_loop,
 }
-BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'default_no_record': 'hand', 'quiet': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit'}
+BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'default_no_record': 'hand', 'quiet': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit',
+            'loop': 'hand'}
 
 
 def make_bert():
@@ -257,6 +278,8 @@ def main():
         ratios = [t / h for t, h in zip(times[n], times[base])]
         print(f"| {n} | {statistics.median(times[n]):.3f} | {base} | {statistics.median(ratios):.3f}x | "
               f"{memory[n] / 2**20:.2f} |")
+    loop_vs_fit = statistics.median(t / d for t, d in zip(times['loop'], times['default']))
+    print(f"\nloop against default (fit), in the same rounds: {loop_vs_fit:.3f}x")
     print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
     with tempfile.TemporaryDirectory() as out: per_fit, batch_events = run_record_cost(dl, out)
     print(f"RunRecord: {per_fit * 1000:.1f} ms a fit (before_fit and after_fit: run.json written twice, git asked "

@@ -174,7 +174,7 @@ def test_out_of_memory_in_the_step_stays_an_error(tmp_path):
     with pytest.raises(torch.OutOfMemoryError) as e:
         learn.fit(1)
     assert learn.stop_reason == 'error' and not learn.fit_state.resumable
-    assert any('half applied' in n for n in e.value.__notes__)
+    assert any('the fit cannot undo the batch: in the optimizer step' in n for n in e.value.__notes__)
 
 
 def test_validate_outside_a_fit_names_the_batch_size(tmp_path):

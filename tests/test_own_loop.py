@@ -197,5 +197,5 @@ def test_in_a_kernel_an_interrupted_loop_stops_cleanly_and_leaves_static_output(
 
     assert '<th>loss_d</th><th>loss_g</th><th>valid_loss</th>' in tables[0], tables  # (the losses the loop logs)
     assert len(tables) == 1 and "stopped at epoch 2/3, batch 3/8" in tables[0], tables
-    assert 'image/png' in outputs[-1].get('data', {}), [o.output_type for o in outputs]
+    assert any('image/png' in o.get('data', {}) for o in outputs), [o.output_type for o in outputs]  # the final plot
     assert 'AFTER interrupted 11 True' in ''.join(o.get('text', '') for o in nb.cells[2].outputs)

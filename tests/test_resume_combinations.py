@@ -448,6 +448,7 @@ def test_random_combinations_in_two_processes(tmp_path):
     that aborted both, processes that drifted apart after a cancelled backward ended an accumulation, and a
     checkpoint taken in the middle of an accumulation that held process 0's gradients only."""
     from trainer_nb.distributed import DistributedTrainer, launch
+    trials = []
     for seed in range(60):
         rng = random.Random(seed)
         c = {**draw_config(rng), 'fp16': False, 'bf16': False, 'unknown_length': False, 'two_fits': False, 'look': [],
@@ -473,4 +474,9 @@ def test_random_combinations_in_two_processes(tmp_path):
             what = f"trial {seed} in 2 processes, stops {points} in process {who}, {'disk' if disk else 'memory'}"
             assert_same_end(ref, learn, f"{what}, config {c}")
 
-        launch(run, 2, timeout=60)
+        trials.append(run)
+
+    def run_all():  # (one launch for all: each launch starts fresh interpreters, which import torch)
+        for run in trials: run()
+
+    launch(run_all, 2, timeout=60)

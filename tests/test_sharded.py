@@ -175,13 +175,13 @@ from torch import nn
 from trainer_nb.learner import Learner
 from trainer_nb.testing import synth_dls
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(1, 1), nn.Linear(4096, 4096, bias=False), nn.Linear(4096, 1024, bias=False))
+model = nn.Sequential(nn.Linear(1, 1), *[nn.Linear(4096, 4096, bias=False) for _ in range(12)])
 learn = Learner(model, synth_dls(), nn.functional.mse_loss, path=sys.argv[1], device='cpu', progress=False,
                 default_cbs=False)
 learn.save('last')  # complete
 print('saved', flush=True)
 with torch.no_grad(): model[0].weight.add_(1.)
-learn.save('last', background=True)  # ~500 MB, written by a thread
+learn.save('last', background=True)  # ~800 MB, written by a thread
 print('started', flush=True)
 time.sleep(60)
 """

@@ -27,12 +27,15 @@ from .callback.schedule import (ParamScheduler, TorchScheduler, LRFinder, Schedu
 # callbacks: training
 from .callback.training import GradientAccumulation, GradientClip, MixedPrecision
 from .callback.micro import MicroBatches
+# your own loop (`learn.loop` returns a `Loop`), and the live view of a loop with its own storage
+from .loop import Loop
+from .live_view import LiveView
 # callbacks: trackers
 from .callback.tracker import TrackerCallback, EarlyStopping, ReduceLROnPlateau, TerminateOnNaN
 # callbacks: outputs and timing
 from .callback.outputs import GatherPreds, SaveOutputs, IterationTimer
 # several processes
-from .distributed import DistributedTrainer, launch
+from .distributed import DistributedTrainer, distribute, launch
 from .sharded import ShardedTrainer
 # metrics
 from .metrics import Metric, AvgMetric, accuracy, error_rate
@@ -52,9 +55,9 @@ __all__ = ['Learner', 'default_callbacks', 'DataLoaders', 'Callback', 'LambdaCal
            'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'Recorder', 'WriterCallback',
            'ProgressCallback', 'LivePlotCallback', 'ControlPanelCallback', 'CheckpointCallback',
            'PeriodicCheckpoints', 'SaveOnStop', 'ParamScheduler', 'TorchScheduler', 'LRFinder', 'Schedule',
-           'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'combined_cos', 'GradientAccumulation', 'MicroBatches',
+           'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'combined_cos', 'GradientAccumulation', 'MicroBatches', 'Loop', 'LiveView',
            'GradientClip', 'MixedPrecision', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau',
-           'TerminateOnNaN', 'GatherPreds', 'SaveOutputs', 'IterationTimer', 'DistributedTrainer', 'launch', 'ShardedTrainer',
+           'TerminateOnNaN', 'GatherPreds', 'SaveOutputs', 'IterationTimer', 'DistributedTrainer', 'distribute', 'launch', 'ShardedTrainer',
            'Metric', 'AvgMetric', 'accuracy', 'error_rate', 'EventStorage', 'HistoryBuffer', 'get_event_storage',
            'EventWriter', 'JSONWriter', 'ConsoleWriter', 'TensorBoardWriter', 'read_metrics', 'RunRecord', 'Runs',
            'Controls', 'CheckpointError']

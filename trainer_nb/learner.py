@@ -30,7 +30,7 @@ from .controls import Controls, check_stop_reason
 from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, stop_message, to_device,
                              unwrap_model)
 from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
-from .distributed import set_comm
+from .distributed import gathered_preds, on_all_processes, set_comm
 from .sharded import load_sharded
 from .events import EventStorage
 from .loop import Loop, check_tracked, warn_untracked
@@ -92,6 +92,7 @@ class Learner:
         self.guard = nan_guard_for(nan_guard, self.opt, self.device)  # (checked now; each fit makes its own)
         self.storage, self.fit_state, self.stop_point = EventStorage(), FitState(), StopPoint()
         self.comm = SingleProcess()  # the processes training together (see `DistributedTrainer`)
+        self.workers = None  # with `distribute`: the other processes, where the public methods run too (`Workers`)
         self.controls = Controls()  # requests from a person (widgets) or code, applied at batch boundaries
         self.callbacks = Callbacks(learn=self)
         self.training = self.in_fit = self.own_loop = False  # own_loop: a loop you write takes the batches (`loop`)
@@ -116,7 +117,8 @@ class Learner:
         "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
         self.controls.request_stop(check_stop_reason(reason))
 
-    # ---- what a user calls
+    # ---- what a user calls (with `distribute`, in every process: `on_all_processes`)
+    @on_all_processes
     def fit(self,
             n_epochs: int | None = None, # train for this many epochs...
             *,
@@ -146,6 +148,7 @@ class Learner:
                              "runs afterwards with Runs(folder).plot(...).")
         return check_compare(compare)
 
+    @on_all_processes
     def resume(self,
                cbs=None, # callbacks to add to the resumed fit (after a restart: those given to the original `fit`)
               ):
@@ -176,6 +179,10 @@ class Learner:
             ) -> Loop:
         "A fit whose step you write: `for batch in learn.loop(5): ...` (see the `loop` chapter)."
         refuse_nested(self.in_fit, 'loop')
+        if self.workers is not None:
+            raise RuntimeError("learn.loop runs the body you write in this process only, and a distribute() learner's "
+                               "other processes cannot run it: use learn.fit with a train_step, or run the loop in "
+                               "each process under torchrun (with DistributedTrainer).")
         cbs = as_callback_list(cbs)
         if resume:
             check_resumable(self.fit_state)
@@ -192,6 +199,7 @@ class Learner:
         "Save and restore `objects` with the learner's checkpoints: your optimizers, schedulers, scalers (each with `state_dict`)."
         self.tracked.update(check_tracked(objects))
 
+    @on_all_processes
     def validate(self, dl=None) -> dict:
         "Loss and metrics over `dl` (default: the validation loader), e.g. `{'loss': 0.1, 'accuracy': 0.97}`."
         results = self.evaluate(dl)
@@ -250,13 +258,18 @@ class Learner:
 
     # the features of other chapters, as methods (their functions take the learner first)
     state_dict, load_state_dict = learner_state, restore_learner  # its whole state (chapter `checkpoint`)
-    save, load, checkpoint_path = save_learner, load_learner, checkpoint_path
-    get_preds, predict, sample_losses = get_preds, predict, sample_losses  # predictions (`callback.outputs`)
-    lr_find, fit_one_cycle = lr_find, fit_one_cycle  # the lr finder, fits with a schedule (`callback.schedule`)
+    save, load = on_all_processes(save_learner, 'save'), on_all_processes(load_learner, 'load')
+    checkpoint_path = checkpoint_path
+    get_preds, predict, sample_losses = gathered_preds(get_preds), predict, sample_losses  # (`callback.outputs`)
+    lr_find, fit_one_cycle = on_all_processes(lr_find), fit_one_cycle  # the lr finder, fits with a schedule
     fit_flat_cos, fit_warmup_cos = fit_flat_cos, fit_warmup_cos
     set_comm = set_comm  # one of several processes (`distributed`)
     load_sharded = load_sharded  # a sharded checkpoint's folder, into any number of processes (`sharded`)
     to = move_learner  # another device between fits: `learn.to('cpu')` gives the GPU back (`memory`)
+
+    def close(self):
+        "End the other processes of a learner made by `distribute` (nothing otherwise)."
+        if self.workers is not None: self.workers.close()
 
     # ---- a fit from start to end: `after_fit` always, and the one place that sets the stop reason
     def _run_fit(self, state: FitState, cbs: list):

@@ -130,6 +130,12 @@ def _perf_parts(histories: dict, gpu_total_mb: float | None = None) -> list[str]
     elif peak is not None: parts.append(f"{peak:,.0f} MB on the GPU")  # (a storage of an older version)
     return parts
 
+def _process_times(comm) -> str:
+    "Several processes: the slowest and fastest one's last step time (`TorchDistributed.step_times`), in words."
+    slow, slow_rank, fast, fast_rank = comm.step_times
+    return (f"{comm.world_size} processes: slowest {slow * 1e3:,.0f} ms/step (process {slow_rank}), "
+            f"fastest {fast * 1e3:,.0f} ms (process {fast_rank})")
+
 def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
     "Step, epoch, time left, throughput and memory (of a GPU of `gpu_total_mb`), last checkpoint and control, in HTML."
     state = learn.fit_state
@@ -139,6 +145,7 @@ def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
     left = time_left(time.perf_counter() - t0, done, total)
     if left is not None: parts.append(f"ETA {format_seconds(left)}")
     parts += _perf_parts(learn.storage.histories(), gpu_total_mb)
+    if getattr(learn.comm, 'step_times', None): parts.append(_process_times(learn.comm))
     if learn.last_checkpoint is not None: parts.append(f"last checkpoint {learn.last_checkpoint}")
     if learn.controls.last: parts.append(f"<b>{learn.controls.last}</b>")
     return ' &middot; '.join(parts)
