@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check of issue 33: the cuda-marked tests, then bench/gpu_bench.py, one line per check; then issue 34's
 # bench/gpu_distributed.py (two processes sharing the GPU over gloo, started after CUDA was used here: launch twice,
-# distribute with an interrupt and a resume). About 10 minutes at most on one H100 (each part has its own timeout).
+# distribute with an interrupt and a resume); then issue 36's bench/gpu_check_sharded.sh (FSDP2 with two processes on
+# one GPU over gloo, sharded and background saves). About 11 minutes at most on one H100 (each part has its own
+# timeout): with a 15-minute device budget, give the machine back right after it.
 #
 # What it expects: this repository, and a Python (`python`, or $PYTHON) whose torch is a CUDA build that sees a
 # GPU. It runs the repository's code from the checkout (PYTHONPATH), not an installed copy. If trainer_nb's
@@ -48,7 +50,13 @@ timeout 150 "$PY" bench/gpu_distributed.py
 distributed=$?
 [ "$distributed" = 124 ] && echo "(the distributed check ran past its 150 s)"
 
-echo "== tests exit $tests, benchmark exit $bench, distributed exit $distributed"
+echo "== sharded (FSDP2) on one GPU over gloo: bench/gpu_check_sharded.sh"
+PYTHON="$PY" timeout 90 bash bench/gpu_check_sharded.sh
+sharded=$?
+[ "$sharded" = 124 ] && echo "(the sharded check ran past its 90 s)"
+
+echo "== tests exit $tests, benchmark exit $bench, distributed exit $distributed, sharded exit $sharded"
 [ "$tests" = 0 ] || exit "$tests"
 [ "$bench" = 0 ] || exit "$bench"
-exit "$distributed"
+[ "$distributed" = 0 ] || exit "$distributed"
+exit "$sharded"

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" DEVICE="${DEVICE:-cuda}"
-python - <<'EOF'
+"${PYTHON:-python}" - <<'EOF'
 import os, tempfile, time
 from pathlib import Path
 import torch

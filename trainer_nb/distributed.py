@@ -117,6 +117,7 @@ class DistributedTrainer(Callback):
     "Train data-parallel over the processes of a torch.distributed group (a no-op in a single process)."
     order = -30  # first: the loaders' lengths change, and schedules read them in before_fit
     during_lr_find = False
+    spans_processes = True  # (it joins the process group: `distribute` adds one only to a learner with none)
     def __init__(self,
                  backend: str | None = None, # 'gloo' or 'nccl' (default: nccl with a GPU for each process, else gloo)
                  timeout: float = 120., # seconds a collective may wait before failing (a crashed process)
@@ -434,7 +435,7 @@ def _distributed_learner(learn):
     "`learn`, made by `make_learner` in one process of `distribute`: checked, with a `DistributedTrainer` if it has none."
     if not callable(getattr(learn, 'fit', None)) or not hasattr(learn, 'cbs'):
         raise TypeError(f"make_learner must return a Learner, not {type(learn).__name__}.")
-    if not any(isinstance(cb, DistributedTrainer) for cb in learn.cbs): learn.add_cb(DistributedTrainer())
+    if not any(getattr(cb, 'spans_processes', False) for cb in learn.cbs): learn.add_cb(DistributedTrainer())
     return learn
 
 def distribute(make_learner, # makes the learner, in each process: `make_learner(*args, **kwargs)`

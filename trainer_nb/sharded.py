@@ -80,6 +80,7 @@ class ShardedTrainer(Callback):
     "Train with the model's parameters, gradients and optimizer state sharded over the processes (FSDP2); sharded checkpoints."
     order = -30  # first: the loaders' lengths change, and schedules read them (and the optimizer) in before_fit
     during_lr_find = False
+    spans_processes = True  # (`distribute` adds no DistributedTrainer beside it)
     def __init__(self,
                  policy=None, # the units to shard: `policy(model) -> modules`, or module classes; None: `default_units`
                  mp_policy=None, # a `torch.distributed.fsdp.MixedPrecisionPolicy` (e.g. `param_dtype=torch.bfloat16`)
