@@ -17,7 +17,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trainer_nb.data import IgnoreSigint, ResumableSampler, _rebuild, epoch_batches, prepare_loader  # noqa: E402
+from trainer_nb.data import (IgnoreSigint, ResumableBatches, ResumableSampler, _rebuild, epoch_batches,  # noqa: E402
+                             prepare_loader)
 
 
 class Samples(Dataset):
@@ -32,7 +33,7 @@ class Samples(Dataset):
 
 def loaders(dataset, workers: int):
     base = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=workers, persistent_workers=True)
-    plain = _rebuild(base, batch_size=64, drop_last=False, sampler=ResumableSampler(len(dataset)),
+    plain = _rebuild(base, batch_sampler=ResumableBatches(ResumableSampler(len(dataset)), 64),
                      worker_init_fn=IgnoreSigint())
     return plain, prepare_loader(base)
 

@@ -12,7 +12,6 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from trainer_nb.callback.core import Callback, CancelBackwardException
-from trainer_nb.callback.recorder import Recorder
 from trainer_nb.callback.training import GradientAccumulation
 from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.demo import digits_datasets, digits_model
@@ -20,6 +19,8 @@ from trainer_nb.distributed import DistributedTrainer, launch
 from trainer_nb.parts import nan_guard_for
 from trainer_nb.learner import Learner
 from trainer_nb.metrics import accuracy
+
+from indexed_digits import DropIndex, Indexed, SeenSamples
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason='torch.distributed is not available')
 
@@ -55,6 +56,27 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path):
     assert acc1 >= 0.95 and abs(acc1 - acc2) < 0.005
     # validation covered the whole set once: the same loss as one process computes
     assert abs(two.valid_results['loss'] - one.valid_results['loss']) < 1e-4
+
+
+@pytest.mark.parametrize('n, steps, last', [(1437, 23, [15, 14]), (1409, 22, [33, 32])])
+def test_an_epoch_that_does_not_divide_among_the_processes_sees_each_sample_once(tmp_path, n, steps, last):
+    # 2 processes of 32: 1437 = 22 x 64 + 29, a last step of 15 and 14; 1409 = 22 x 64 + 1, too few for one each, so
+    # the step before takes it: 33 and 32. torch's DistributedSampler would repeat samples to make the steps whole.
+    def two_procs():
+        seen = SeenSamples()
+        model, train = nn.Sequential(DropIndex(), digits_model()), DataLoader(Indexed(n), batch_size=32, shuffle=True)
+        learn = Learner(model, train, nn.functional.cross_entropy, path=tmp_path, device='cpu', progress=False,
+                        cbs=[DistributedTrainer(), seen])
+        learn.fit(2)
+        (tmp_path / f'seen{learn.rank}.txt').write_text(' '.join(map(str, seen.seen)))
+        return learn.step, learn.fit_state.samples
+
+    assert launch(two_procs, 2) == (2 * steps, 2 * n)
+    seen = [list(map(int, (tmp_path / f'seen{r}.txt').read_text().split())) for r in (0, 1)]
+    for epoch in (0, 1):
+        shares = [s[epoch * len(s) // 2:(epoch + 1) * len(s) // 2] for s in seen]
+        assert sorted(shares[0] + shares[1]) == list(range(n))  # each sample once in each epoch
+    assert [len(s) // 2 - (steps - 1) * 32 for s in seen] == last
 
 
 def test_accumulation_with_no_sync_matches_one_process(tmp_path):

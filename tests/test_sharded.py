@@ -6,45 +6,24 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
+from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.callback.core import Callback
 from trainer_nb.callback.training import GradientAccumulation, GradientClip
 from trainer_nb.checkpoint import load_checkpoint, wait_for_save
-from trainer_nb.demo import digits_datasets
 from trainer_nb.distributed import DistributedTrainer, launch
 from trainer_nb.learner import Learner
 from trainer_nb.sharded import ShardedTrainer
 
+from indexed_digits import DropIndex, Indexed, SeenSamples
+
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason='torch.distributed is not available')
-
-
-class Indexed(Dataset):
-    "The digits with each sample's index as a last feature (the model drops it): which samples each process saw."
-    def __init__(self, n):
-        train, _ = digits_datasets()
-        self.ds, self.n = train, n
-    def __len__(self): return self.n
-    def __getitem__(self, i):
-        x, y = self.ds[i]
-        return torch.cat([x, torch.tensor([float(i)])]), y
-
-
-class DropIndex(nn.Module):
-    def forward(self, x): return x[:, :-1]
-
-
-class SeenSamples(Callback):
-    "Record the index of each training sample this process takes."
-    def __init__(self): self.seen = []
-    def before_batch(self):
-        if self.learn.training: self.seen += [int(i) for i in self.learn.batch[0][:, -1]]
 
 
 class StopAt(Callback):
@@ -53,11 +32,13 @@ class StopAt(Callback):
         if self.learn.step == self.at: self.learn.request_stop()
 
 
-def learner(path, cbs=(), n=512, bs=32, opt_func=torch.optim.AdamW):
+def learner(path, cbs=(), n=512, bs=32, opt_func=torch.optim.AdamW, test=False):
     torch.manual_seed(0)
     model = nn.Sequential(DropIndex(), nn.Linear(64, 96), nn.ReLU(), nn.Linear(96, 10))
     train, valid = Indexed(n), Indexed(128)
-    return Learner(model, (DataLoader(train, batch_size=bs, shuffle=True), DataLoader(valid, batch_size=64)),
+    loaders = (DataLoader(train, batch_size=bs, shuffle=True), DataLoader(valid, batch_size=64))
+    if test: loaders += (DataLoader(Indexed(200), batch_size=64),)
+    return Learner(model, loaders,
                    nn.functional.cross_entropy, opt_func=opt_func, lr=1e-2, path=path, device='cpu',
                    progress=False, cbs=list(cbs))
 
@@ -114,7 +95,9 @@ def test_an_interrupted_sharded_fit_resumed_from_its_checkpoint_is_bit_identical
 
 
 def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_the_epoch_once(tmp_path):
-    n, bs = 512, 16  # 16 steps per epoch with 2 processes; after 4, the 384 left are 8 steps of 3 processes
+    n, bs = 465, 16  # 2 processes: steps of 32. After 4 steps, 337 are left: with 3 processes, 6 steps of 48, then
+    # one of 49 (17, 16 and 16 samples: one more than 7 x 48, and too few to give each process one, the step before
+    # takes it); with 2, 10 steps of 32, then one of 17 (9 and 8). None is repeated.
 
     def save_at_4():
         seen = SeenSamples()
@@ -142,6 +125,7 @@ def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_
     after = [i for r in (0, 1, 2) for i in json.loads((tmp_path / f'after{r}_3.json').read_text())]
     assert len(before) == 4 * 2 * bs and len(set(before)) == len(before)
     assert sorted(after) == sorted(set(range(n)) - set(before))  # the rest of the epoch, each sample once
+    assert [len(json.loads((tmp_path / f'after{r}_3.json').read_text())) for r in (0, 1, 2)] == [113, 112, 112]
     # one plain process, no process group: the whole weights
     plain = learner(tmp_path, n=n, bs=bs).load('last')
     assert not torch.distributed.is_initialized()
@@ -149,6 +133,23 @@ def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_
     assert plain.step == 4 and plain.fit_state.world_size == 2
     weights = learner(tmp_path, n=n, bs=bs).load('last', weights_only_model=True)
     for k, v in weights.model.state_dict().items(): assert torch.equal(v, saved[k])
+
+
+def test_the_test_set_of_a_sharded_fit_is_evaluated_with_the_best_weights(tmp_path):
+    def run():
+        worst = CheckpointCallback(monitor='valid/loss', mode='max', background=True)  # (the best: the first epoch's)
+        learn = learner(tmp_path, [ShardedTrainer(), worst], bs=64, test=True)
+        learn.fit(3)
+        final = full_state(learn)
+        best = learner(tmp_path / 'other', [ShardedTrainer()], bs=64, test=True).load(worst.best_path,
+                                                                                      weights_only_model=True)
+        return (learn.test_results['loss'], best.validate(best.dls.test)['loss'], learn.validate(learn.dls.test)['loss'],
+                worst.best_path.name, final, full_state(learn))
+
+    with_best, best_loss, final_loss, name, final, after = launch(run, 2)
+    assert name == 'best' and (tmp_path / 'checkpoints' / 'best' / '.metadata').is_file()
+    assert with_best == best_loss and with_best > final_loss  # the test set got the first epoch's weights...
+    assert_same(after, final)  # ...and the fit's own weights came back after it
 
 
 def test_a_background_sharded_save_holds_the_step_of_the_call(tmp_path):

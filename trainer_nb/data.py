@@ -15,10 +15,11 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
                               SequentialSampler)
 
 # %% auto #0
-__all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'SeededIndex', 'sample_seed',
-           'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardSampler',
-           'shard_loader', 'shard_loaders', 'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers',
-           'epoch_batches', 'eval_batches', 'release_workers', 'timed']
+__all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'split_steps', 'ResumableBatches',
+           'SeededIndex', 'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader',
+           'prepare_loaders', 'ShardSampler', 'shard_loader', 'shard_loaders', 'resumable_batches', 'step_samples',
+           'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers', 'epoch_batches', 'eval_batches',
+           'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -98,11 +99,9 @@ class ResumableSampler(Sampler[int]):
                  n: int, # the dataset's length
                  shuffle: bool = True, # False: 0, 1, 2, ... every epoch
                  generator: torch.Generator | None = None, # draws the epoch seeds (None: torch's global one)
-                 batch_seeds: int | None = None, # the batch size: each batch's first index is a `SeededIndex` (workers)
                 ):
-        self.n, self.shuffle, self.generator, self.batch_seeds = n, shuffle, generator, batch_seeds
+        self.n, self.shuffle, self.generator = n, shuffle, generator
         self.seed, self.start = 0, 0
-        self.rank, self.world_size = 0, 1  # in distributed training, this process's share
 
     def draw_seed(self) -> int:
         "A new epoch seed, from `generator` (or torch's global generator)."
@@ -119,16 +118,51 @@ class ResumableSampler(Sampler[int]):
 
     def __iter__(self):
         start, self.start = self.start, 0  # a skip applies once; iterating again starts at the beginning
-        rest = self.order()[start:]
-        if self.world_size > 1:  # every process gets as many items: the rest is padded by repeating its start
-            rest += rest[:(-len(rest)) % self.world_size]
-            rest = rest[self.rank::self.world_size]
-        if self.batch_seeds:
-            rest = [SeededIndex(i, sample_seed(self.seed, i)) if k % self.batch_seeds == 0 else i
-                    for k, i in enumerate(rest)]
-        return iter(rest)
+        return iter(self.order()[start:])
 
-    def __len__(self) -> int: return -(-self.n // self.world_size)
+    def __len__(self) -> int: return self.n
+
+# %% ../nbs/03a_data.ipynb #5d93f27b
+def split_steps(n: int, batch_size: int, world_size: int = 1, drop_last: bool = False) -> tuple[int, int]:
+    "`n` items in steps of `batch_size` on each of `world_size` processes: (full steps, items of a last step; 0: none)."
+    per_step = batch_size * world_size
+    full, rest = divmod(n, per_step)
+    if drop_last or rest == 0: return full, 0
+    if rest < world_size and full: return full - 1, per_step + rest  # too few for one each: the step before takes them
+    return full, rest
+
+class ResumableBatches(Sampler[list[int]]):
+    "A training loader's batches: `batch_size` indices of a `ResumableSampler`'s order, this process's share of a step."
+    def __init__(self,
+                 sampler: ResumableSampler, # the epoch's order
+                 batch_size: int, # samples of a batch, on each process
+                 drop_last: bool = False, # leave out the last step of an epoch if it is short
+                 seeded: bool = False, # start each batch with a `SeededIndex` (a loader with workers)
+                ):
+        self.sampler, self.batch_size, self.drop_last, self.seeded = sampler, batch_size, drop_last, seeded
+        self.rank, self.world_size = 0, 1  # in distributed training, this process's share
+
+    def step_samples(self, offset: int) -> int:
+        "The samples (all processes together) of the step that starts `offset` samples into the epoch."
+        full, last = split_steps(self.sampler.n - offset, self.batch_size, self.world_size, self.drop_last)
+        return self.batch_size * self.world_size if full else last
+
+    def steps_left(self, offset: int) -> int:
+        "The steps of the epoch from `offset` samples on."
+        full, last = split_steps(self.sampler.n - offset, self.batch_size, self.world_size, self.drop_last)
+        return full + (last > 0)
+
+    def __iter__(self):
+        rest, per_step = list(self.sampler), self.batch_size * self.world_size
+        full, last = split_steps(len(rest), self.batch_size, self.world_size, self.drop_last)
+        for k in range(full + (last > 0)):
+            step = rest[k * per_step:k * per_step + (per_step if k < full else last)]
+            if len(step) < self.world_size: step = (step * self.world_size)[:self.world_size]  # (fewer than processes)
+            batch = step[self.rank::self.world_size]
+            if self.seeded: batch[0] = SeededIndex(batch[0], sample_seed(self.sampler.seed, batch[0]))
+            yield batch
+
+    def __len__(self) -> int: return self.steps_left(0)
 
 # %% ../nbs/03a_data.ipynb #c1d44595
 class SeededIndex(int):
@@ -196,6 +230,15 @@ def _rebuild(dl: DataLoader, **changes) -> DataLoader:
     kwargs.update(changes)
     return DataLoader(dl.dataset, **kwargs)
 
+def _with_batch_size(dl: DataLoader, batches: ResumableBatches) -> DataLoader:
+    "`dl`, whose `batch_size` and `drop_last` read as those of the loader it was rebuilt from."
+    # torch sets them to None and False in a loader given a batch sampler, and refuses to set them afterwards, as
+    # they would no longer change its batches; it reads them only for an IterableDataset. They are set here for
+    # whoever reads them (a run record, a user's `learn.dls.train.batch_size`), as the batch sampler uses them.
+    object.__setattr__(dl, 'batch_size', batches.batch_size)
+    object.__setattr__(dl, 'drop_last', batches.drop_last)
+    return dl
+
 def prepare_loader(dl, train: bool = True):
     "Rebuild a torch `DataLoader` so that the learner controls its order (see above); other loaders pass through."
     if type(dl) is not DataLoader: return dl
@@ -206,10 +249,11 @@ def prepare_loader(dl, train: bool = True):
     if (train and default_batching and not isinstance(dl.dataset, IterableDataset)
             and (plain_random or type(sampler) is SequentialSampler)):
         workers = dl.num_workers > 0
-        order = ResumableSampler(len(dl.dataset), shuffle=plain_random, generator=sampler.generator if plain_random
-                                 else None, batch_seeds=dl.batch_size if workers else None)
+        order = ResumableSampler(len(dl.dataset), shuffle=plain_random,
+                                 generator=sampler.generator if plain_random else None)
         init = IgnoreSigint(SeedSamples(dl.worker_init_fn) if workers else dl.worker_init_fn)
-        return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last, sampler=order, worker_init_fn=init)
+        batches = ResumableBatches(order, dl.batch_size, dl.drop_last, seeded=workers)
+        return _with_batch_size(_rebuild(dl, batch_sampler=batches, worker_init_fn=init), batches)
     if dl.batch_sampler is not None and not default_batching:
         return _rebuild(dl, batch_sampler=dl.batch_sampler)
     if isinstance(dl.dataset, IterableDataset):
@@ -229,11 +273,12 @@ class ShardSampler(Sampler[int]):
     def __len__(self) -> int: return len(range(self.rank, self.n, self.world_size))
 
 def shard_loader(dl, rank: int, world_size: int, train: bool):
-    "Give a prepared loader this process's share of the data (train: `ResumableSampler`; others: `ShardSampler`)."
-    sampler = getattr(dl, 'sampler', None)
-    if isinstance(sampler, ResumableSampler):
-        sampler.rank, sampler.world_size = rank, world_size
+    "Give a prepared loader this process's share of the data (train: `ResumableBatches`; others: `ShardSampler`)."
+    batches = resumable_batches(dl)
+    if batches is not None:
+        batches.rank, batches.world_size = rank, world_size
         return dl
+    sampler = getattr(dl, 'sampler', None)
     if type(dl) is DataLoader and isinstance(sampler, (SequentialSampler, ShardSampler)) and not train:
         if world_size == 1: return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last,
                                             sampler=SequentialSampler(dl.dataset))
@@ -250,10 +295,20 @@ def shard_loaders(dls: DataLoaders, rank: int, world_size: int) -> DataLoaders:
     return DataLoaders(shard_loader(dls.train, rank, world_size, train=True), valid, test)
 
 # %% ../nbs/03a_data.ipynb #863469cf
+def resumable_batches(dl) -> ResumableBatches | None:
+    "The `ResumableBatches` of a training loader the learner prepared, else None."
+    batches = getattr(dl, 'batch_sampler', None)
+    return batches if isinstance(batches, ResumableBatches) else None
+
+def step_samples(dl, local: int, world_size: int, offset: int) -> int:
+    "The samples (all processes together) of the training step at `offset` samples into its epoch: `local` on this one."
+    batches = resumable_batches(dl)
+    return local * world_size if batches is None else batches.step_samples(offset)
+
 def draw_epoch_seed(dl) -> int:
     "A seed for a new epoch's order of `dl`."
-    sampler = getattr(dl, 'sampler', None)
-    if isinstance(sampler, ResumableSampler): return sampler.draw_seed()
+    batches = resumable_batches(dl)
+    if batches is not None: return batches.sampler.draw_seed()
     return int(torch.randint(0, 2**62, (1,)).item())
 
 def is_stateful(dl) -> bool:
@@ -261,8 +316,8 @@ def is_stateful(dl) -> bool:
     return callable(getattr(dl, 'state_dict', None)) and callable(getattr(dl, 'load_state_dict', None))
 
 def replays(dl) -> bool:
-    "Whether a resumed epoch of `dl` is reached by loading its first batches again (no `ResumableSampler`, no state)."
-    return not isinstance(getattr(dl, 'sampler', None), ResumableSampler) and not is_stateful(dl)
+    "Whether a resumed epoch of `dl` is reached by loading its first batches again (no `ResumableBatches`, no state)."
+    return resumable_batches(dl) is None and not is_stateful(dl)
 
 def seed_workers(dl, seed: int):
     "Seed the generator that gives the workers their seeds, in a loader the learner prepared (a user's own: left alone)."
@@ -270,14 +325,16 @@ def seed_workers(dl, seed: int):
 
 def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, offset: int | None = None):
     "An iterator over the batches of `dl` for `epoch` (order `seed`), after `skip` batches (or `offset` samples, all processes together)."
-    sampler = getattr(dl, 'sampler', None)
-    if isinstance(sampler, ResumableSampler):
-        sampler.set_order(seed, skip * dl.batch_size if offset is None else offset)
+    batches = resumable_batches(dl)
+    if batches is not None:
+        per_step = batches.batch_size * batches.world_size
+        batches.sampler.set_order(seed, skip * per_step if offset is None else offset)
         seed_workers(dl, seed)
         return iter(dl)
     if skip and loader_state is not None and is_stateful(dl):
         dl.load_state_dict(loader_state)
         return iter(dl)
+    sampler = getattr(dl, 'sampler', None)
     if callable(getattr(sampler, 'set_epoch', None)): sampler.set_epoch(epoch)
     seed_workers(dl, seed)
     it = iter(dl)

@@ -29,7 +29,8 @@ from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state
 from .controls import Controls, check_stop_reason
 from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, stop_message, to_device,
                              unwrap_model)
-from .data import as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, timed
+from .data import (as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, step_samples,
+                             timed)
 from .distributed import gathered_preds, on_all_processes, set_comm
 from .sharded import load_sharded
 from .events import EventStorage
@@ -345,7 +346,7 @@ class Learner:
         self._at_boundary()
         for data_time, batch in batches:
             self._set_batch(batch, data_time)
-            n_samples = batch_size(self.xb, self.yb) * self.comm.world_size
+            n_samples = step_samples(self.dl, batch_size(self.xb, self.yb), self.comm.world_size, state.epoch_offset)
             state.start_train_batch(n_samples)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
             if self.own_loop: yield from self.callbacks.phase_steps('batch', self._hand_out, CancelBatchException)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import torch
 
 from .core import whole_number
-from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, replays
+from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, replays, resumable_batches
 
 # %% auto #0
 __all__ = ['FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state', 'match_world',
@@ -188,8 +188,10 @@ def new_fit_state(n_epochs: int | None, n_steps: int | None, eval_every: int | N
 def match_world(state: FitState, world_size: int, train_dl):
     "Move `state`, saved with another number of processes, to the same sample of its epoch in `train_dl` (this process's)."
     if state.world_size == world_size: return
-    state.batches_per_epoch, batch_size = loader_len(train_dl), getattr(train_dl, 'batch_size', None)
-    if batch_size: state.epoch_iter = -(-state.epoch_offset // (batch_size * world_size))
+    state.batches_per_epoch, batches = loader_len(train_dl), resumable_batches(train_dl)
+    if batches is not None: state.epoch_iter = max(len(batches) - batches.steps_left(state.epoch_offset), 0)
+    elif getattr(train_dl, 'batch_size', None):  # (a loader the learner does not order: as many samples, in batches)
+        state.epoch_iter = -(-state.epoch_offset // (train_dl.batch_size * world_size))
     state.world_size = world_size
     state.estimate_epochs()
 

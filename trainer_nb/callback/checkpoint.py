@@ -10,9 +10,9 @@ from pathlib import Path
 
 from .core import Callback
 from .tracker import check_monitor, improved
-from ..checkpoint import (check_learner_state, collective_checkpoints, link_folder, load_checkpoint,
-                                   load_model_state, model_state, nonfinite_weights, poll_save, remove_checkpoint,
-                                   wait_for_save)
+from ..checkpoint import (check_learner_state, collective_checkpoints, is_sharded_checkpoint, link_folder,
+                                   load_checkpoint, load_model_state, model_state, nonfinite_weights, poll_save,
+                                   remove_checkpoint, wait_for_save)
 from ..core import whole_number
 from ..files import atomic_write, check_writable, remove_stale_temps
 
@@ -118,8 +118,11 @@ class CheckpointCallback(PeriodicCheckpoints):
         if self.monitor is not None: check_monitor(self.learn, self.monitor, 'CheckpointCallback')
 
     def before_validate(self):
-        if self.learn.split == 'test' and self.best_path is not None and Path(self.best_path).is_file():
-            self._weights = _load_weights(self.learn, self.best_path)  # the test set gets the best weights
+        if self.learn.split != 'test' or self.best_path is None: return
+        wait_for_save(self.learn)  # (a `best` written in the background is complete before it is read)
+        path = Path(self.best_path)
+        if path.is_file() or is_sharded_checkpoint(path):
+            self._weights = _load_weights(self.learn, path)  # the test set gets the best weights
 
     def after_validate(self):
         learn = self.learn
@@ -153,7 +156,12 @@ class CheckpointCallback(PeriodicCheckpoints):
 # %% ../../nbs/06a_callback.checkpoint.ipynb #5d9d9974
 def _load_weights(learn, path: Path) -> tuple[dict, list]:
     "Load the model weights of checkpoint `path` into the learner; return those it had (what the file replaced)."
-    model, state = learn.raw_model, load_checkpoint(path, map_location=learn.device)
+    model = learn.raw_model
+    if path.is_dir():  # a sharded checkpoint (`ShardedTrainer`): each process swaps its shards
+        weights = {k: v.clone() for k, v in model_state(model).items()}
+        learn.load_sharded(path, weights_only_model=True)
+        return weights, []
+    state = load_checkpoint(path, map_location=learn.device)
     check_learner_state(learn, state, weights_only_model=True)  # (its frozen part is this model's)
     kept = list(state.get('frozen') or ())  # (frozen parameters the file only fingerprints: not copied, not loaded)
     weights = {k: v.clone() for k, v in model_state(model).items() if k not in kept}

@@ -14,6 +14,7 @@ import torch
 from .core import Callback, CancelFitException, CancelValidException, as_callback_list
 from ..checkpoint import learner_state, restore_learner
 from ..core import MovingAverage
+from ..data import resumable_batches
 from ..events import EventStorage
 from ..parts import refuse_nested, set_lr
 from ..state import rng_states, set_rng_states
@@ -327,7 +328,8 @@ def lr_find(learn,
 
 def _snapshot(learn) -> dict:
     "All that a side trip may change, to put back afterwards: the learner's state as a checkpoint holds it, and more."
-    sampler_gen = getattr(getattr(learn.dls.train, 'sampler', None), 'generator', None)
+    batches = resumable_batches(learn.dls.train)
+    sampler_gen = None if batches is None else batches.sampler.generator
     return {'state': copy.deepcopy(learner_state(learn)),  # (copied: it holds the live tensors)
             'grads': {n: p.grad.clone() for n, p in learn.model.named_parameters() if p.grad is not None},
             'rng': rng_states(),  # (the generators now: a checkpoint of a stopped fit holds those of its stop)
@@ -338,5 +340,5 @@ def _restore(learn, saved: dict):
     restore_learner(learn, saved['state'])
     for n, p in learn.model.named_parameters(): p.grad = saved['grads'].get(n)
     set_rng_states(saved['rng'])
-    if saved['order_rng'] is not None: learn.dls.train.sampler.generator.set_state(saved['order_rng'])
+    if saved['order_rng'] is not None: resumable_batches(learn.dls.train).sampler.generator.set_state(saved['order_rng'])
     for k, v in saved['attrs'].items(): setattr(learn, k, v)  # (the objects themselves: the stopped fit's, say)
