@@ -17,7 +17,7 @@ from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.callback.core import Callback
 from trainer_nb.callback.training import GradientAccumulation, GradientClip
 from trainer_nb.checkpoint import load_checkpoint, wait_for_save
-from trainer_nb.distributed import DistributedTrainer, launch
+from trainer_nb.distributed import DistributedTrainer, distribute, launch
 from trainer_nb.learner import Learner
 from trainer_nb.sharded import ShardedTrainer
 
@@ -150,6 +150,40 @@ def test_the_test_set_of_a_sharded_fit_is_evaluated_with_the_best_weights(tmp_pa
     assert name == 'best' and (tmp_path / 'checkpoints' / 'best' / '.metadata').is_file()
     assert with_best == best_loss and with_best > final_loss  # the test set got the first epoch's weights...
     assert_same(after, final)  # ...and the fit's own weights came back after it
+
+
+class NanInProcess1(Callback):
+    "Process 1's loss turns NaN at step `at`."
+    order = -5
+    def __init__(self, at): self.at = at
+    def after_loss(self):
+        learn = self.learn
+        if learn.training and learn.rank == 1 and learn.step == self.at:
+            learn.loss = learn.loss_grad = learn.loss * float('nan')
+
+
+def mixed_precision_learner(path):
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return learner(path, [ShardedTrainer(mp_policy=policy)])
+
+
+def test_distribute_shards_in_bf16_with_a_schedule_and_a_nan_stops_every_process_cleanly(tmp_path):
+    learn = distribute(mixed_precision_learner, 2, tmp_path)  # (a notebook's call: process 0 is this one)
+    try:
+        learn.fit_one_cycle(1, 1e-2)
+        lrs = [v for v, _ in learn.storage.history('lr').values()]
+        assert len(lrs) == 8 and max(lrs) > 5 * lrs[0] and lrs[-1] < max(lrs) / 100  # warm-up, then annealing
+        def kinds(l):  # (a forward computes in bf16, from the fp32 shards)
+            trainers = [type(cb).__name__ for cb in l.cbs if 'Trainer' in type(cb).__name__]
+            weight = l.raw_model[1].weight
+            return l.step, type(weight).__name__, weight.dtype, l.raw_model(torch.zeros(2, 65)).dtype, trainers
+        assert learn.workers.each(kinds) == [(8, 'DTensor', torch.float32, torch.bfloat16, ['ShardedTrainer'])] * 2
+        learn.fit(1, cbs=[NanInProcess1(12)])
+        ends = learn.workers.each(lambda l: (l.stop_reason, l.step,
+                                             all(bool(torch.isfinite(p.full_tensor()).all()) for p in l.raw_model.parameters())))
+        assert ends == [('nonfinite', 12, True)] * 2  # neither process made the step of the NaN
+    finally: learn.close()
 
 
 def test_a_background_sharded_save_holds_the_step_of_the_call(tmp_path):
