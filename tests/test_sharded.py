@@ -212,7 +212,7 @@ from trainer_nb.testing import synth_dls
 real_fsync = os.fsync
 def held_fsync(fd):  # the background writer's file is complete on disk but not yet renamed: hold it there
     if threading.current_thread() is not threading.main_thread():
-        print('writing', flush=True)
+        print('writing\\n', end='', flush=True)  # (one write: print's line and its end are two, which threads interleave)
         time.sleep(60)
     return real_fsync(fd)
 os.fsync = held_fsync
@@ -224,7 +224,7 @@ learn.save('last')  # complete
 print('saved', flush=True)
 learn.save('last', background=True)  # written by a thread...
 with torch.no_grad(): model[0].weight.add_(1.)  # (...and what changes after the call does not reach it)
-print('started', flush=True)
+print('started\\n', end='', flush=True)
 time.sleep(60)
 """
 

@@ -24,7 +24,7 @@ from .state import rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['SHARDED_FORMAT', 'n_params', 'default_units', 'shard_units', 'sharded_optimizer', 'ShardedTrainer', 'sharded_state',
-           'rank_state', 'save_sharded', 'check_rank_state', 'check_sharded_keys', 'load_sharded']
+           'rank_state', 'cpu_stager', 'save_sharded', 'check_rank_state', 'check_sharded_keys', 'load_sharded']
 
 # %% ../nbs/16a_sharded.ipynb #c5e7b973
 def n_params(module: nn.Module) -> int:
@@ -93,6 +93,7 @@ class ShardedTrainer(Callback):
         self.mesh, self.backend, self.timeout = mesh, backend, timeout
         self.sharded = False  # True once the model is sharded over several processes
         self.group = None  # the gloo group of background saves (never racing the fit's own collectives)
+        self.stager = None  # DCP's copy of the shards in CPU memory, for background saves: made again in the same memory
 
     def setup(self) -> bool:
         "Join the processes and shard the learner's model, once; whether it is sharded (False in one process)."
@@ -151,10 +152,15 @@ class ShardedTrainer(Callback):
 
     def after_fit(self):
         if self.sharded: self.learn.raw_model.set_requires_gradient_sync(True)
+        if self.stager is not None:  # (the copy's memory goes back: a background save of the next fit stages afresh)
+            wait_for_save(self.learn)
+            self.stager.close()
+            self.stager = None
 
     def save_checkpoint(self, name: str, background: bool = False, then=None) -> Path:
         "Save checkpoint `name` as a folder (in every process; see `save_sharded`)."
-        return save_sharded(self.learn, name, background, then, self.group)
+        if background and self.stager is None: self.stager = cpu_stager(self.learn.device)
+        return save_sharded(self.learn, name, background, then, self.group, self.stager)
 
 # %% ../nbs/16a_sharded.ipynb #728a529e
 SHARDED_FORMAT = 'trainer_nb.sharded/1'
@@ -180,10 +186,18 @@ def rank_state(learn) -> dict:
     if extras['grads']: extras['grads'] = {k: g for k, g in extras['grads'].items() if not hasattr(g, 'device_mesh')}
     return {'format': SHARDED_FORMAT, 'world_size': learn.comm.world_size, 'rank': learn.rank, **extras}
 
+def cpu_stager(device: torch.device):
+    "DCP's stager of background saves: the shards copied to CPU memory that it keeps and fills again at the next save."
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+    cuda = device.type == 'cuda'  # (pinned memory: faster copies from the GPU)
+    return DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False, use_async_staging=False,
+                                        use_non_blocking_copy=False))
+
 def save_sharded(learn, name: str,
                  background: bool = False, # return once the state is copied to CPU memory (DCP's `async_save`)
                  then=None, # `then(path)`, called in process 0 once the folder is complete
                  group=None, # the process group of a background save (gloo)
+                 stager=None, # DCP's `AsyncStager` of a background save (`cpu_stager`; None: a new one, new memory)
                 ) -> Path:
     "Save checkpoint `name` as the folder `<path>/checkpoints/<name>/`, in every process: its shards and its learner state."
     import torch.distributed.checkpoint as dcp
@@ -202,7 +216,8 @@ def save_sharded(learn, name: str,
             publish(tmp, path)
             if then is not None: then(path)
     if background:
-        future = dcp.async_save(state, checkpoint_id=str(tmp), process_group=group)  # (copied now, written in a thread)
+        future = dcp.async_save(state, checkpoint_id=str(tmp), process_group=group,  # (copied now, written in a thread)
+                                async_stager=stager)
         def write():
             future.result()
             finish()
