@@ -35,7 +35,7 @@ class StopAt(Callback):
 def learner(path, cbs=(), n=512, bs=32, opt_func=torch.optim.AdamW, test=False):
     torch.manual_seed(0)
     model = nn.Sequential(DropIndex(), nn.Linear(64, 96), nn.ReLU(), nn.Linear(96, 10))
-    train, valid = Indexed(n), Indexed(128)
+    train, valid = Indexed(n), Indexed(129)  # (129 = 2 x 64 + 1: the last sample goes with process 0's batch)
     loaders = (DataLoader(train, batch_size=bs, shuffle=True), DataLoader(valid, batch_size=64))
     if test: loaders += (DataLoader(Indexed(200), batch_size=64),)
     return Learner(model, loaders,
@@ -104,7 +104,7 @@ def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_
         learn = learner(tmp_path, [ShardedTrainer(), seen], n=n, bs=bs)
         learn.fit(1, cbs=[StopAt(4)])
         (tmp_path / f'seen{learn.rank}.json').write_text(json.dumps(seen.seen))
-        return full_state(learn)
+        return full_state(learn), learn.validate()['loss']
 
     def load_and_finish():
         seen = SeenSamples()
@@ -114,7 +114,7 @@ def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_
         (tmp_path / f'after{learn.rank}_{learn.world_size}.json').write_text(json.dumps(seen.seen))
         return state, learn.fit_state.samples
 
-    saved = launch(save_at_4, 2)
+    saved, valid_loss = launch(save_at_4, 2)
     assert sorted(p.name for p in (tmp_path / 'checkpoints' / 'last').iterdir()) == \
         ['.metadata', '__0_0.distcp', '__1_0.distcp', 'rank0.pt', 'rank1.pt']
     for world in (2, 3):
@@ -131,6 +131,7 @@ def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_
     assert not torch.distributed.is_initialized()
     assert_same(full_state(plain), saved)
     assert plain.step == 4 and plain.fit_state.world_size == 2
+    assert plain.validate()['loss'] == pytest.approx(valid_loss, rel=1e-6)  # 2 processes evaluated each sample once
     weights = learner(tmp_path, n=n, bs=bs).load('last', weights_only_model=True)
     for k, v in weights.model.state_dict().items(): assert torch.equal(v, saved[k])
 

@@ -16,8 +16,8 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
 
 # %% auto #0
 __all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'split_steps', 'ResumableBatches',
-           'SeededIndex', 'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader',
-           'prepare_loaders', 'ShardSampler', 'shard_loader', 'shard_loaders', 'resumable_batches', 'step_samples',
+           'resumable_batches', 'SeededIndex', 'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples',
+           'prepare_loader', 'prepare_loaders', 'ShardBatches', 'shard_loader', 'shard_loaders', 'step_samples',
            'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers', 'epoch_batches', 'eval_batches',
            'release_workers', 'timed']
 
@@ -164,6 +164,11 @@ class ResumableBatches(Sampler[list[int]]):
 
     def __len__(self) -> int: return self.steps_left(0)
 
+def resumable_batches(dl) -> ResumableBatches | None:
+    "The `ResumableBatches` of a training loader the learner prepared, else None."
+    batches = getattr(dl, 'batch_sampler', None)
+    return batches if isinstance(batches, ResumableBatches) else None
+
 # %% ../nbs/03a_data.ipynb #c1d44595
 class SeededIndex(int):
     "A dataset index that also carries the seed of the random draws from here on (its batch's: see `SeedSamples`)."
@@ -230,7 +235,7 @@ def _rebuild(dl: DataLoader, **changes) -> DataLoader:
     kwargs.update(changes)
     return DataLoader(dl.dataset, **kwargs)
 
-def _with_batch_size(dl: DataLoader, batches: ResumableBatches) -> DataLoader:
+def _with_batch_size(dl: DataLoader, batches) -> DataLoader:
     "`dl`, whose `batch_size` and `drop_last` read as those of the loader it was rebuilt from."
     # torch sets them to None and False in a loader given a batch sampler, and refuses to set them afterwards, as
     # they would no longer change its batches; it reads them only for an IterableDataset. They are set here for
@@ -266,24 +271,45 @@ def prepare_loaders(dls: DataLoaders) -> DataLoaders:
     return DataLoaders(prepare_loader(dls.train, train=True), valid, test)
 
 # %% ../nbs/03a_data.ipynb #2443c4cd
-class ShardSampler(Sampler[int]):
-    "Indices `rank, rank + world_size, ...` of `n` items: one process's share, without padding."
-    def __init__(self, n: int, rank: int, world_size: int): self.n, self.rank, self.world_size = n, rank, world_size
-    def __iter__(self): return iter(range(self.rank, self.n, self.world_size))
-    def __len__(self) -> int: return len(range(self.rank, self.n, self.world_size))
+class ShardBatches(Sampler[list[int]]):
+    "One process's batches of `n` items in order: items `rank, rank + world_size, ...`, as many batches on each process."
+    def __init__(self,
+                 n: int, # the dataset's length
+                 batch_size: int, # samples of a batch, on each process
+                 rank: int, # this process
+                 world_size: int, # the processes that share the items
+                 drop_last: bool = False, # leave out a last step shorter than `batch_size * world_size`
+                ):
+        if n < world_size:
+            raise ValueError(f"An evaluation set of {n} samples cannot be split over {world_size} processes: each needs "
+                             "at least one. Use a larger set, or evaluate it in one process.")
+        self.n, self.batch_size, self.rank, self.world_size, self.drop_last = n, batch_size, rank, world_size, drop_last
+
+    def __iter__(self):
+        full, last = split_steps(self.n, self.batch_size, self.world_size, self.drop_last)
+        per_step = self.batch_size * self.world_size
+        for k in range(full + (last > 0)):
+            start = k * per_step
+            yield list(range(start + self.rank, start + (per_step if k < full else last), self.world_size))
+
+    def __len__(self) -> int:
+        full, last = split_steps(self.n, self.batch_size, self.world_size, self.drop_last)
+        return full + (last > 0)
 
 def shard_loader(dl, rank: int, world_size: int, train: bool):
-    "Give a prepared loader this process's share of the data (train: `ResumableBatches`; others: `ShardSampler`)."
+    "Give a prepared loader this process's share of the data (train: `ResumableBatches`; others: `ShardBatches`)."
     batches = resumable_batches(dl)
     if batches is not None:
         batches.rank, batches.world_size = rank, world_size
         return dl
     sampler = getattr(dl, 'sampler', None)
-    if type(dl) is DataLoader and isinstance(sampler, (SequentialSampler, ShardSampler)) and not train:
+    in_order = isinstance(sampler, SequentialSampler) and type(getattr(dl, 'batch_sampler', None)) in (BatchSampler,
+                                                                                                     ShardBatches)
+    if type(dl) is DataLoader and in_order and not train:
         if world_size == 1: return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last,
                                             sampler=SequentialSampler(dl.dataset))
-        return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last,
-                        sampler=ShardSampler(len(dl.dataset), rank, world_size))
+        batches = ShardBatches(len(dl.dataset), dl.batch_size, rank, world_size, dl.drop_last)
+        return _with_batch_size(_rebuild(dl, batch_sampler=batches), batches)
     if world_size > 1:
         raise ValueError(f"Cannot split a {type(dl).__name__} over {world_size} processes: pass a torch DataLoader "
                          "(with shuffle=True/False and no custom sampler), or a loader that is already split.")
@@ -295,11 +321,6 @@ def shard_loaders(dls: DataLoaders, rank: int, world_size: int) -> DataLoaders:
     return DataLoaders(shard_loader(dls.train, rank, world_size, train=True), valid, test)
 
 # %% ../nbs/03a_data.ipynb #863469cf
-def resumable_batches(dl) -> ResumableBatches | None:
-    "The `ResumableBatches` of a training loader the learner prepared, else None."
-    batches = getattr(dl, 'batch_sampler', None)
-    return batches if isinstance(batches, ResumableBatches) else None
-
 def step_samples(dl, local: int, world_size: int, offset: int) -> int:
     "The samples (all processes together) of the training step at `offset` samples into its epoch: `local` on this one."
     batches = resumable_batches(dl)

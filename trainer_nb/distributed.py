@@ -466,7 +466,7 @@ def on_all_processes(method, name: str | None = None):
     return run
 
 def _interleaved(parts: list):
-    "The shares of `ShardSampler` (process r: items r, r + n, ...) of each tensor of `parts`' results, back in order."
+    "The shares of `ShardBatches` (process r: items r, r + n, ...) of each tensor of `parts`' results, back in order."
     world, out = len(parts), []
     for shares in zip(*parts):
         if not all(isinstance(t, torch.Tensor) for t in shares):
