@@ -9,13 +9,12 @@ or in `$TRAINER_NB_ARTIFACTS/browser/` when that is set.
 """
 import json
 import re
-import secrets
 from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (Lab, require_browser, browser_artifacts, element_screenshot, launch_chromium,
-                                    outputs_text, wait_for)
+from test_browser_live_view import (Lab, browser_artifacts, element_screenshot, launch_chromium, open_notebook,
+                                    outputs_text, require_browser, run_all, wait_for)
 
 STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
 SETUP = """import json, os, time
@@ -52,9 +51,6 @@ def click_and_wait(page, name: str, expect: str, shot: Path) -> str:
     return line
 
 
-PAGES = {'lab': '/lab/workspaces/t{ws}/tree/controls.ipynb?reset&token={token}',
-         'notebook': '/notebooks/controls.ipynb?token={token}'}
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize('app', ['lab', 'notebook'])
@@ -71,12 +67,8 @@ def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
         with sync_playwright() as p:
             browser = launch_chromium(p)
             page = browser.new_page(viewport={'width': 1400, 'height': 1300})
-            page.goto(lab.url + PAGES[app].format(ws=secrets.token_hex(4), token=lab.token))
-            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=60_000)
-            page.click('li.lm-MenuBar-item >> text=Run')
-            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            open_notebook(page, lab.notebook_url('controls.ipynb'))
+            run_all(page)
             page.wait_for_selector("button.jupyter-button:text-is('Save now')", timeout=60_000)
             wait_for(lambda: re.search(r'step [1-9]', status_line(page)), 30, 'the first steps')
             element_screenshot(page, '.jp-OutputArea-output', shots / f'controls_{app}_running.png')

@@ -5,13 +5,12 @@ of pytest's, or in `$TRAINER_NB_ARTIFACTS/browser/`.
 """
 import json
 import re
-import secrets
 from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (Lab, require_browser, browser_artifacts, element_screenshot, launch_chromium,
-                                    outputs_text, wait_for)
+from test_browser_live_view import (Lab, browser_artifacts, element_screenshot, launch_chromium, open_notebook,
+                                    outputs_text, require_browser, run_all, wait_for)
 
 SETUP = """import json, os, time
 import torch
@@ -58,12 +57,8 @@ def test_stop_button_stops_every_process_and_the_status_line_shows_their_step_ti
         with sync_playwright() as p:
             browser = launch_chromium(p)
             page = browser.new_page(viewport={'width': 1400, 'height': 1300})
-            page.goto(lab.url + f'/lab/workspaces/t{secrets.token_hex(4)}/tree/distribute.ipynb?reset&token={lab.token}')
-            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=60_000)
-            page.click('li.lm-MenuBar-item >> text=Run')
-            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            open_notebook(page, lab.notebook_url('distribute.ipynb'))
+            run_all(page)
             page.wait_for_selector("button.jupyter-button:text-is('Stop')", timeout=120_000)
             wait_for(lambda: re.search(r'step (1[0-9]|[2-9]\d)\b', status_line(page)), 60, 'ten steps')
             line = wait_for(lambda: re.search(TIMES, status_line(page)) and status_line(page), 30, 'the step times')

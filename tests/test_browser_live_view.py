@@ -83,7 +83,7 @@ class Lab:
     def __init__(self, root: Path, state: Path, env: dict, app: str = 'lab',  # app: 'lab' or 'notebook' (7)
                  log: Path | None = None,  # the server's output (default: state/jupyterlab.log)
                  python: str = sys.executable):  # the server's Python, and so its kernels' (another environment)
-        self.port, self.token = free_port(), secrets.token_hex(16)
+        self.port, self.token, self.app = free_port(), secrets.token_hex(16), app
         self.log_path = log or state / 'jupyterlab.log'
         self.url = f"http://127.0.0.1:{self.port}"
         write_settings(state / 'settings')
@@ -109,6 +109,11 @@ class Lab:
                 raise RuntimeError(f"JupyterLab did not start; see {self.log_path}")
             time.sleep(0.3)
 
+    def notebook_url(self, name: str) -> str:
+        "The page of notebook `name` (in JupyterLab, in a new workspace: nothing of an earlier test is restored)."
+        if self.app == 'lab': return f"{self.url}/lab/workspaces/t{secrets.token_hex(4)}/tree/{name}?reset&token={self.token}"
+        return f"{self.url}/notebooks/{name}?token={self.token}"
+
     def api(self, method, path, timeout=10):
         req = urllib.request.Request(self.url + path, method=method, headers={'Authorization': f'token {self.token}'})
         with urllib.request.urlopen(req, timeout=timeout) as r: return r.read()
@@ -131,6 +136,25 @@ def launch_chromium(playwright):
 
 
 # --- the page ---
+
+def open_notebook(page, url: str):
+    "Open the notebook page `url` and wait until its cells are shown."
+    page.goto(url)
+    page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
+
+
+def wait_for_kernel(page):
+    "Wait until the open notebook's kernel is started and idle."
+    page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
+                           "?.status === 'idle'", timeout=60_000)
+
+
+def run_all(page):
+    "Once the notebook's kernel is idle, run every cell from the Run menu, as a person does."
+    wait_for_kernel(page)
+    page.click('li.lm-MenuBar-item >> text=Run')
+    page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+
 
 def outputs_text(page) -> str:
     "The text of the cells' outputs (not their sources)."
@@ -268,15 +292,12 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
         with sync_playwright() as p:
             browser = launch_chromium(p)
             page = browser.new_page(viewport={'width': 1400, 'height': 1300})
-            page.goto(f"{lab.url}/lab/workspaces/t{secrets.token_hex(4)}/tree/live_view.ipynb?reset&token={lab.token}")
-            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=60_000)
+            open_notebook(page, lab.notebook_url('live_view.ipynb'))
 
             # 1. Run All, from the Run menu
+            wait_for_kernel(page)  # (WATCH reads the session's kernel)
             page.evaluate(WATCH)
-            page.click('li.lm-MenuBar-item >> text=Run')
-            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            run_all(page)
 
             # 2. while it trains: the Stop button, the bars and the live plot, moving
             page.wait_for_selector("button.jupyter-button:text-is('Stop')", timeout=60_000)

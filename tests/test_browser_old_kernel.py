@@ -7,7 +7,6 @@ kernel interrupt (what ■ sends) stops the fit cleanly at a batch boundary, the
 `learn.resume()` in the next cell completes it.
 """
 import re
-import secrets
 import site
 import subprocess
 import sys
@@ -16,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (Lab, require_browser, browser_artifacts, element_screenshot, launch_chromium,
-                                    outputs_text, wait_for)
+from test_browser_live_view import (Lab, browser_artifacts, element_screenshot, launch_chromium, open_notebook,
+                                    outputs_text, require_browser, run_all, wait_for)
 
 SETUP = """import os, time, torch
 import ipykernel
@@ -93,12 +92,8 @@ def test_no_subshells_no_buttons_interrupt_and_resume(tmp_path, artifacts, old_k
         with sync_playwright() as p:
             browser = launch_chromium(p)
             page = browser.new_page(viewport={'width': 1400, 'height': 1300})
-            page.goto(lab.url + f'/lab/workspaces/t{secrets.token_hex(4)}/tree/old_kernel.ipynb?reset&token={lab.token}')
-            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=60_000)
-            page.click('li.lm-MenuBar-item >> text=Run')
-            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            open_notebook(page, lab.notebook_url('old_kernel.ipynb'))
+            run_all(page)
             line = wait_for(lambda: 'Clicks cannot reach this running cell' in outputs_text(page) and outputs_text(page),
                             90, "the panel's line")
             wait_for(lambda: page.locator('.jp-OutputArea-output img').count() > 0, 30, 'the live plot')

@@ -3,21 +3,17 @@ saved) opens in JupyterLab and in Notebook 7 without a kernel run, in a fresh br
 the line under it that says how the fit ended, and the final plot; no widget error. `nbconvert --to html` shows the
 same, with no widget repr.
 """
-import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from test_browser_live_view import (Lab, require_browser, browser_artifacts, have_module, launch_chromium, outputs_text,
-                                    require, wait_for)
+from test_browser_live_view import (Lab, browser_artifacts, have_module, launch_chromium, open_notebook, outputs_text,
+                                    require, require_browser, wait_for)
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / 'nbs' / '90_tutorial.digits.ipynb'
-PAGES = {'lab': '/lab/workspaces/t{ws}/tree/digits.ipynb?reset&token={token}',
-         'notebook': '/notebooks/digits.ipynb?token={token}'}
-
 
 def test_nbconvert_html_shows_no_widget(tmp_path):
     require(have_module('nbconvert'), 'nbconvert')
@@ -45,8 +41,7 @@ def test_saved_tutorial_reopens_with_its_outputs(tmp_path, app, artifacts):
             page = browser.new_context(viewport={'width': 1400, 'height': 1600}).new_page()
             errors = []
             page.on('console', lambda m: errors.append(m.text) if 'model not found' in m.text.lower() else None)
-            page.goto(lab.url + PAGES[app].format(ws=secrets.token_hex(4), token=lab.token))
-            page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
+            open_notebook(page, lab.notebook_url('digits.ipynb'))
             text = wait_for(lambda: 'completed: ' in outputs_text(page) and outputs_text(page), 30, 'the outputs')
             fit = page.locator('.jp-Cell:has(.jp-OutputArea-output table)').first
             fit.scroll_into_view_if_needed()

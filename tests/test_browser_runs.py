@@ -8,13 +8,12 @@ as static HTML and PNG. Screenshots go to `browser/runs_*.png` of the artifacts 
 """
 import base64
 import io
-import secrets
 import time
 
 import pytest
 
-from test_browser_live_view import (Lab, browser_artifacts, launch_chromium, outputs_text, require_browser,
-                                    save_notebook, wait_for)
+from test_browser_live_view import (Lab, browser_artifacts, launch_chromium, open_notebook, outputs_text,
+                                    require_browser, run_all, save_notebook, wait_for)
 
 CELLS = [
     "import time\n"
@@ -55,11 +54,6 @@ def grey_pixels(src: str) -> int:
     return min(counts.values())
 
 
-def open_notebook(page, lab, name):
-    page.goto(f"{lab.url}/lab/workspaces/t{secrets.token_hex(4)}/tree/{name}?reset&token={lab.token}")
-    page.wait_for_selector('.jp-NotebookPanel .jp-Cell', timeout=60_000)
-
-
 def images(page) -> list[str]:
     return [src for src in page.eval_on_selector_all('.jp-OutputArea-output img', 'els => els.map(e => e.src)') if src]
 
@@ -79,11 +73,8 @@ def test_compare_live_then_the_runs_table_survives_reopening(tmp_path, artifacts
         with sync_playwright() as p:
             browser = launch_chromium(p)
             page = browser.new_page(viewport={'width': 1400, 'height': 1500})
-            open_notebook(page, lab, 'runs.ipynb')
-            page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel"
-                                   "?.status === 'idle'", timeout=60_000)
-            page.click('li.lm-MenuBar-item >> text=Run')
-            page.click("li.lm-Menu-item[data-command='runmenu:run-all']")
+            open_notebook(page, lab.notebook_url('runs.ipynb'))
+            run_all(page)
 
             # during the third fit: its live plot, with the earlier runs' curves in grey behind its own
             wait_for(lambda: page.locator('.jp-OutputArea-output progress').count(), 120, 'the third fit')
@@ -119,7 +110,7 @@ def test_compare_live_then_the_runs_table_survives_reopening(tmp_path, artifacts
         with sync_playwright() as p:
             browser = launch_chromium(p)
             page = browser.new_context(viewport={'width': 1400, 'height': 1500}).new_page()
-            open_notebook(page, lab, 'runs.ipynb')
+            open_notebook(page, lab.notebook_url('runs.ipynb'))
             text = wait_for(lambda: 'lr0.03' in outputs_text(page) and outputs_text(page), 30, 'the saved outputs')
             time.sleep(0.5)
             page.locator('.jp-OutputArea-output table:has-text("lr0.003")').first.scroll_into_view_if_needed()

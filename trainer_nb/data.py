@@ -15,11 +15,11 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
                               SequentialSampler)
 
 # %% auto #0
-__all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'split_steps', 'ResumableBatches',
-           'resumable_batches', 'SeededIndex', 'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples',
-           'prepare_loader', 'prepare_loaders', 'ShardBatches', 'shard_loader', 'shard_loaders', 'step_samples',
-           'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers', 'epoch_batches', 'eval_batches',
-           'release_workers', 'timed']
+__all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'split_steps', 'count_steps',
+           'steps_of', 'ResumableBatches', 'resumable_batches', 'SeededIndex', 'sample_seed', 'seed_draws',
+           'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardBatches', 'shard_loader',
+           'shard_loaders', 'step_samples', 'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers',
+           'epoch_batches', 'eval_batches', 'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -131,6 +131,17 @@ def split_steps(n: int, batch_size: int, world_size: int = 1, drop_last: bool = 
     if rest < world_size and full: return full - 1, per_step + rest  # too few for one each: the step before takes them
     return full, rest
 
+def count_steps(n: int, batch_size: int, world_size: int = 1, drop_last: bool = False) -> int:
+    "How many steps `n` items make (see `split_steps`)."
+    full, last = split_steps(n, batch_size, world_size, drop_last)
+    return full + (last > 0)
+
+def steps_of(items, batch_size: int, world_size: int = 1, drop_last: bool = False) -> list:
+    "`items` cut into steps: the next `batch_size * world_size` each, and the last one as `split_steps` makes it."
+    full, last = split_steps(len(items), batch_size, world_size, drop_last)
+    per_step = batch_size * world_size
+    return [items[k * per_step:k * per_step + (per_step if k < full else last)] for k in range(full + (last > 0))]
+
 class ResumableBatches(Sampler[list[int]]):
     "A training loader's batches: `batch_size` indices of a `ResumableSampler`'s order, this process's share of a step."
     def __init__(self,
@@ -149,14 +160,10 @@ class ResumableBatches(Sampler[list[int]]):
 
     def steps_left(self, offset: int) -> int:
         "The steps of the epoch from `offset` samples on."
-        full, last = split_steps(self.sampler.n - offset, self.batch_size, self.world_size, self.drop_last)
-        return full + (last > 0)
+        return count_steps(self.sampler.n - offset, self.batch_size, self.world_size, self.drop_last)
 
     def __iter__(self):
-        rest, per_step = list(self.sampler), self.batch_size * self.world_size
-        full, last = split_steps(len(rest), self.batch_size, self.world_size, self.drop_last)
-        for k in range(full + (last > 0)):
-            step = rest[k * per_step:k * per_step + (per_step if k < full else last)]
+        for step in steps_of(list(self.sampler), self.batch_size, self.world_size, self.drop_last):
             if len(step) < self.world_size: step = (step * self.world_size)[:self.world_size]  # (fewer than processes)
             batch = step[self.rank::self.world_size]
             if self.seeded: batch[0] = SeededIndex(batch[0], sample_seed(self.sampler.seed, batch[0]))
@@ -286,15 +293,10 @@ class ShardBatches(Sampler[list[int]]):
         self.n, self.batch_size, self.rank, self.world_size, self.drop_last = n, batch_size, rank, world_size, drop_last
 
     def __iter__(self):
-        full, last = split_steps(self.n, self.batch_size, self.world_size, self.drop_last)
-        per_step = self.batch_size * self.world_size
-        for k in range(full + (last > 0)):
-            start = k * per_step
-            yield list(range(start + self.rank, start + (per_step if k < full else last), self.world_size))
+        for step in steps_of(range(self.n), self.batch_size, self.world_size, self.drop_last):
+            yield list(step[self.rank::self.world_size])
 
-    def __len__(self) -> int:
-        full, last = split_steps(self.n, self.batch_size, self.world_size, self.drop_last)
-        return full + (last > 0)
+    def __len__(self) -> int: return count_steps(self.n, self.batch_size, self.world_size, self.drop_last)
 
 def shard_loader(dl, rank: int, world_size: int, train: bool):
     "Give a prepared loader this process's share of the data (train: `ResumableBatches`; others: `ShardBatches`)."

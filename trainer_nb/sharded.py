@@ -152,8 +152,7 @@ class ShardedTrainer(Callback):
 
     def after_fit(self):
         if self.sharded: self.learn.raw_model.set_requires_gradient_sync(True)
-        if self.stager is not None:  # (the copy's memory goes back: a background save of the next fit stages afresh)
-            wait_for_save(self.learn)
+        if self.stager is not None:  # (the copy's memory goes back once a write under way, which holds it, ends)
             self.stager.close()
             self.stager = None
 
