@@ -183,6 +183,16 @@ def test_stopped_and_resumed_in_the_same_process(tracker, places, tmp_path):
     logged = one_run(tracker, project, places)  # one run, each step once
     same(logged, json_series(tmp_path / 'stopped'))  # the series of metrics.json
     same(logged, reference)  # the values of the fit never stopped
+    if tracker == 'trackio':  # the run's configuration (run.json's settings) is kept through the resume
+        import trackio
+        (run,) = trackio.Api().runs(project)
+        assert run.config['opt']['class'] == 'SGD' and run.config['kind'] == 'fit'
+    if tracker == 'mlflow':
+        from mlflow.tracking import MlflowClient
+        (run,) = MlflowClient(places['MLFLOW_TRACKING_URI']).search_runs(
+            [MlflowClient(places['MLFLOW_TRACKING_URI']).get_experiment_by_name(project).experiment_id])
+        assert run.data.params['opt.class'] == 'SGD' and run.info.status == 'FINISHED'
+        assert run.data.tags['trainer_nb.stop_reason'] == 'completed'
 
 
 @pytest.mark.slow
@@ -203,6 +213,15 @@ def test_resumed_in_a_new_process_replaces_the_steps_after_the_checkpoint(tracke
     logged = one_run(tracker, project, places)  # one run, each step once
     same(logged, reference)
     assert sorted(logged['train/loss']) == list(range(1, 25))
+    if tracker == 'mlflow':  # the run replaced by its copy up to the checkpoint is in MLflow's trash, and says so
+        from mlflow.entities import ViewType
+        from mlflow.tracking import MlflowClient
+        client = MlflowClient(uri)
+        experiment = client.get_experiment_by_name(project).experiment_id
+        (old,) = client.search_runs([experiment], run_view_type=ViewType.DELETED_ONLY)
+        (new,) = client.search_runs([experiment])
+        assert old.data.tags['trainer_nb.replaced_by'] == new.info.run_id
+        assert new.data.tags['trainer_nb.resumed_from'] == f"{old.info.run_id} at step {STOP}"
 
 
 def test_a_new_fit_is_a_new_run(places, tmp_path):
