@@ -242,7 +242,7 @@ class WandbWriter(TrackerWriter):
         super().load_state_dict(state)
         self.run_project = state.get('run_project')
 
-# %% ../nbs/01b_trackers.ipynb #ebcc59aa
+# %% ../nbs/01b_trackers.ipynb #371d2ba3
 class MLflowWriter(TrackerWriter):
     "Report to MLflow (a tracking server, or a local store): needs the `mlflow` extra (`mlflow-skinny`)."
     tracker = 'mlflow'
@@ -296,10 +296,14 @@ class MLflowWriter(TrackerWriter):
         c.delete_run(old.info.run_id)  # (MLflow's delete: the run goes to its trash, and can be restored)
         self.run_id = run.info.run_id
 
-    def _log(self, step, values):
+    def _send_rows(self, rows: dict):
+        "All the steps of a write in one call to MLflow (as many as it takes: at most 1000 values a call)."
         ms = int(time.time() * 1000)
-        metrics = [self._entities.Metric(k, float(v), ms, step) for k, v in values.items()]
+        metrics = [self._entities.Metric(k, float(v), ms, step) for step, values in rows.items() for k, v in values.items()]
         for i in range(0, len(metrics), 1000): self._client.log_batch(self.run_id, metrics=metrics[i:i + 1000])
+        self.sent_to = max(self.sent_to, *rows)
+
+    def _log(self, step, values): self._send_rows({step: values})
 
     def _finish(self, outcome, stop_reason):
         if outcome: self._client.set_tag(self.run_id, 'trainer_nb.stop_reason', str(stop_reason))
