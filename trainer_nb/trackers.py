@@ -70,7 +70,7 @@ def rows_by_step(storage: EventStorage, # the learner's storage
         for value, it in storage.history(name).recent(n): rows.setdefault(it, {})[name] = value
     return dict(sorted(rows.items()))
 
-# %% ../nbs/01b_trackers.ipynb #64b87712
+# %% ../nbs/01b_trackers.ipynb #30756e2f
 class TrackerWriter(EventWriter):
     "Base of the writers to an experiment tracker: one run per fit, continued by a resume; a failure stops it, not the fit."
     tracker = 'tracker'  # the name in messages
@@ -83,6 +83,7 @@ class TrackerWriter(EventWriter):
         self.run_id: str | None = None  # the tracker's run: kept in checkpoints, so that a resume continues it
         self.sent_to: int = -1  # the last step sent to the run: a resume drops what the run has after it
         self.error: str | None = None  # the failure that stopped this writer in the running fit
+        self.restored = False  # whether the state came from a checkpoint: the run may have steps after `sent_to`
         self._live = False  # whether a run is open
 
     # ---- what the ReportCallback calls
@@ -94,7 +95,7 @@ class TrackerWriter(EventWriter):
         project = self.project or 'trainer_nb'
         name = self.name or Path(learn.path).resolve().name
         self._guard(self._resume if resume else self._start, project, name, learn)
-        self._live = self.error is None
+        self._live, self.restored = self.error is None, False
 
     def write(self, storage: EventStorage):
         new = self._new_counts(storage)  # (marked written, also when the writer has stopped)
@@ -134,7 +135,7 @@ class TrackerWriter(EventWriter):
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
         if state.get('tracker') == self.tracker:  # (a checkpoint of a fit reported elsewhere: a resume starts a run)
-            self.run_id, self.sent_to = state['run_id'], state['sent_to']
+            self.run_id, self.sent_to, self.restored = state['run_id'], state['sent_to'], True
 
     # ---- what each tracker's writer does
     def _start(self, project: str, name: str, learn): raise NotImplementedError  # a new run; sets `run_id`
@@ -206,7 +207,7 @@ class TrackioWriter(TrackerWriter):
         super().load_state_dict(state)
         self.run_name, self.run_project = state.get('run_name'), state.get('run_project')
 
-# %% ../nbs/01b_trackers.ipynb #ad9e99f4
+# %% ../nbs/01b_trackers.ipynb #c7eda210
 class WandbWriter(TrackerWriter):
     "Report to Weights & Biases (`WANDB_MODE=offline` works without an account): needs the `wandb` extra."
     tracker = 'wandb'
@@ -218,7 +219,7 @@ class WandbWriter(TrackerWriter):
         super().__init__(project, name)
         self.init_kwargs = init_kwargs
         self._wandb = tracker_module('wandb', 'wandb')
-        check_call(self._wandb.init, ['project', 'name', 'config', 'id', 'resume_from', 'reinit', *init_kwargs],
+        check_call(self._wandb.init, ['project', 'name', 'config', 'id', 'resume', 'resume_from', 'reinit', *init_kwargs],
                    'wandb.init', 'wandb==0.31.0')
         self._run = None
 
@@ -228,9 +229,11 @@ class WandbWriter(TrackerWriter):
         self.run_id, self.run_project = self._run.id, project
 
     def _resume(self, project, name, learn):
-        # W&B's rewind: the run's history after `sent_to` is dropped, and the run goes on from there
-        self._run = self._wandb.init(project=self.run_project, id=self.run_id, resume_from=f"{self.run_id}?_step={max(self.sent_to, 0)}",
-                                     reinit='create_new', **self.init_kwargs)
+        if self.restored:  # (the run may have steps after the checkpoint) W&B's rewind: they are dropped, the run goes on
+            more = {'resume_from': f"{self.run_id}?_step={max(self.sent_to, 0)}"}
+        else: more = {'resume': 'must'}  # (this writer sent the run's last step itself: it goes on from there)
+        self._run = self._wandb.init(project=self.run_project, id=self.run_id, reinit='create_new', **more,
+                                     **self.init_kwargs)
 
     def _log(self, step, values): self._run.log(values, step=step)
     def _finish(self, outcome, stop_reason):
