@@ -86,30 +86,36 @@ def wandb_records(path: Path):
             yield record
 
 
-def wandb_runs(project: str, places) -> dict:
+def wandb_runs(project: str, places, notes: dict | None = None) -> dict:
     """The runs of `project` as `wandb sync` would make them: the segments of a run (an `offline-run-*` folder each,
-    by start time), a segment that rewinds (`branch_point` on its own run id) dropping the steps after its point."""
+    by start time), a segment that rewinds (`branch_point` on its own run id) dropping the steps after its point; a
+    fork (`branch_point` on another run) starting with that run's steps up to its point. `notes`: filled with each
+    run's notes."""
     segments = {}
     for f in glob.glob(str(places['WANDB_DIR'] / 'wandb' / 'offline-run-*' / 'run-*.wandb')):
         records = list(wandb_records(Path(f)))
         run = next(r.run for r in records if r.WhichOneof('record_type') == 'run')
         if run.project != project: continue
-        rows = []
-        for r in records:
-            if r.WhichOneof('record_type') != 'history': continue
-            items = {(i.key or '/'.join(i.nested_key)): json.loads(i.value_json) for i in r.history.item}
-            rows.append(items)
+        rows = [{(i.key or '/'.join(i.nested_key)): json.loads(i.value_json) for i in r.history.item}
+                for r in records if r.WhichOneof('record_type') == 'history']
         start = run.start_time.seconds + run.start_time.nanos / 1e9
         segments.setdefault(run.run_id, []).append((start, run.branch_point, rows))
-    runs = {}
+        if notes is not None and run.notes: notes[run.run_id] = run.notes
+    histories, forks = {}, {}
     for run_id, parts in segments.items():
         kept = []
         for _, branch, rows in sorted(parts, key=lambda p: p[0]):
             if branch.run == run_id: kept = [r for r in kept if r['_step'] <= branch.value]  # (a rewind)
-            elif branch.run: raise AssertionError(f"run {run_id} forks {branch.run}")
+            elif branch.run: forks[run_id] = (branch.run, branch.value)  # (a fork of another run)
             kept += rows
+        histories[run_id] = kept
+    runs = {}
+    for run_id, rows in histories.items():
+        if run_id in forks:
+            parent, step = forks[run_id]
+            rows = [r for r in histories[parent] if r['_step'] <= step] + rows
         series = runs.setdefault(run_id, {})
-        for row in kept:
+        for row in rows:
             for name, value in row.items():
                 if not name.startswith('_'): series.setdefault(name, []).append((row['_step'], value))
     return runs
@@ -133,7 +139,11 @@ def one_run(tracker: str, project: str, places) -> dict:
     "The only run of `project`, as {name: {step: value}}, checked to hold each step of each name once."
     runs = READERS[tracker](project, places)
     assert len(runs) == 1, f"{len(runs)} runs in {project}"
-    series = next(iter(runs.values()))
+    return steps_once(next(iter(runs.values())))
+
+
+def steps_once(series: dict) -> dict:
+    "A run's series as {name: {step: value}}, checked to hold each step of each name once."
     out = {}
     for name, points in series.items():
         steps = [s for s, _ in points]
@@ -222,6 +232,28 @@ def test_resumed_in_a_new_process_replaces_the_steps_after_the_checkpoint(tracke
         (new,) = client.search_runs([experiment])
         assert old.data.tags['trainer_nb.replaced_by'] == new.info.run_id
         assert new.data.tags['trainer_nb.resumed_from'] == f"{old.info.run_id} at step {STOP}"
+
+
+@pytest.mark.slow
+def test_wandb_can_fork_instead_of_rewinding(places, tmp_path):
+    reference = never_stopped('wandb', places, tmp_path / 'whole')
+    folder = tmp_path / 'crashed'
+    project = project_of('wandb', folder)
+    def make(): return learner(folder, 'wandb', project, writer=tracker_writer('wandb', project, after_load='fork'))
+    learn = make()
+    learn.fit(3)  # stops at step 10
+    learn.save('at10')
+    learn.resume(cbs=[stop_at(17)])  # logs steps 11 to 17
+    old = learn.report.writers[0].run_id
+    learn = make()  # (a new learner loads the checkpoint as a new process would)
+    learn.load('at10')
+    learn.resume()
+    new, notes = learn.report.writers[0].run_id, {}
+    runs = wandb_runs(project, places, notes)
+    assert set(runs) == {old, new}  # the fork is a run of its own...
+    same(steps_once(runs[new]), reference)  # ...with the old run's steps up to 10, then its own: each step once
+    assert max(steps_once(runs[old])['train/loss']) == 17  # the old run keeps what it logged
+    assert notes[new] == f"trainer_nb: resumed from run {old} at step {STOP}"
 
 
 def test_a_new_fit_is_a_new_run(places, tmp_path):

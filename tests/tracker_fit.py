@@ -22,15 +22,15 @@ def stop_at(step: int) -> LambdaCallback:
                           else None)
 
 
-def tracker_writer(tracker: str, project: str, uri: str | None = None):
-    "A writer to `tracker`, offline, in `project`."
-    if tracker == 'trackio': return TrackioWriter(project=project)
+def tracker_writer(tracker: str, project: str, uri: str | None = None, **kwargs):
+    "A writer to `tracker`, offline, in `project` (`kwargs`: the writer's own)."
+    if tracker == 'trackio': return TrackioWriter(project=project, **kwargs)
     if tracker == 'wandb':
         import wandb
-        return WandbWriter(project=project, mode='offline',
+        return WandbWriter(project=project, mode='offline', **kwargs,
                            settings=wandb.Settings(console='off', x_disable_stats=True, x_disable_machine_info=True,
                                                    disable_git=True, disable_code=True))
-    if tracker == 'mlflow': return MLflowWriter(project=project, tracking_uri=uri)
+    if tracker == 'mlflow': return MLflowWriter(project=project, tracking_uri=uri, **kwargs)
     raise ValueError(tracker)
 
 

@@ -207,20 +207,23 @@ class TrackioWriter(TrackerWriter):
         super().load_state_dict(state)
         self.run_name, self.run_project = state.get('run_name'), state.get('run_project')
 
-# %% ../nbs/01b_trackers.ipynb #7f795a46
+# %% ../nbs/01b_trackers.ipynb #86cfc9f7
 class WandbWriter(TrackerWriter):
     "Report to Weights & Biases (`WANDB_MODE=offline` works without an account): needs the `wandb` extra."
     tracker = 'wandb'
     def __init__(self,
                  project: str | None = None, # the W&B project (default: 'trainer_nb')
                  name: str | None = None, # the run's name (default: the run folder's name)
+                 after_load: str = 'rewind', # a resume after `load`: 'rewind' the run, or 'fork' a new one from it
                  **init_kwargs, # passed on to `wandb.init` (e.g. `entity`, `dir`, `mode`, `settings`)
                 ):
         super().__init__(project, name)
-        self.init_kwargs = init_kwargs
+        if after_load not in ('rewind', 'fork'):
+            raise ValueError(f"after_load={after_load!r}: 'rewind' (the same run) or 'fork' (a new run from it).")
+        self.after_load, self.init_kwargs = after_load, init_kwargs
         self._wandb = tracker_module('wandb', 'wandb')
-        check_call(self._wandb.init, ['project', 'name', 'config', 'id', 'resume', 'resume_from', 'reinit', *init_kwargs],
-                   'wandb.init', 'wandb==0.31.0')
+        check_call(self._wandb.init, ['project', 'name', 'config', 'id', 'resume', 'resume_from', 'fork_from', 'notes',
+                                      'reinit', *init_kwargs], 'wandb.init', 'wandb==0.31.0')
         self._run, self.run_project = None, None
 
     def _start(self, project, name, learn):
@@ -229,11 +232,18 @@ class WandbWriter(TrackerWriter):
         self.run_id, self.run_project = self._run.id, project
 
     def _resume(self, project, name, learn):
-        if self.restored:  # (the run may have steps after the checkpoint) W&B's rewind: they are dropped, the run goes on
-            more = {'resume_from': f"{self.run_id}?_step={max(self.sent_to, 0)}"}
-        else: more = {'resume': 'must'}  # (this writer sent the run's last step itself: it goes on from there)
-        self._run = self._wandb.init(project=self.run_project, id=self.run_id, reinit='create_new', **more,
-                                     **self.init_kwargs)
+        step = max(self.sent_to, 0)
+        if not self.restored:  # (this writer sent the run's last step itself: the run goes on from there)
+            self._run = self._wandb.init(project=self.run_project, id=self.run_id, resume='must', reinit='create_new',
+                                         **self.init_kwargs)
+        elif self.after_load == 'rewind':  # the run's steps after the checkpoint are dropped, and the run goes on
+            self._run = self._wandb.init(project=self.run_project, id=self.run_id, resume_from=f"{self.run_id}?_step={step}",
+                                         reinit='create_new', **self.init_kwargs)
+        else:  # a new run, with the old one's history up to the checkpoint, and a note that says so
+            self._run = self._wandb.init(project=self.run_project, name=name, fork_from=f"{self.run_id}?_step={step}",
+                                         notes=f"trainer_nb: resumed from run {self.run_id} at step {step}",
+                                         reinit='create_new', **self.init_kwargs)
+            self.run_id = self._run.id
 
     def _log(self, step, values): self._run.log(values, step=step)
     def _finish(self, outcome, stop_reason):
