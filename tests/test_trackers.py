@@ -256,6 +256,27 @@ def test_wandb_can_fork_instead_of_rewinding(places, tmp_path):
     assert notes[new] == f"trainer_nb: resumed from run {old} at step {STOP}"
 
 
+def test_a_checkpoint_finds_its_steps_in_the_trackio_store(places, tmp_path):
+    "trackio stores rows from a thread every 0.5 s: the writer's state, saved in a checkpoint, stores them first."
+    from trackio.sqlite_storage import SQLiteStorage
+    from trainer_nb.callback.core import Callback
+    folder = tmp_path / 'run'
+    project, stored = project_of('trackio', folder), {}
+
+    class Look(Callback):
+        order = 80  # after the ReportCallback's write at step 10
+        def after_batch(self):
+            if self.learn.training and self.learn.step == 10:
+                state = self.learn.report.state_dict()['writers'][0]  # what a checkpoint saves
+                rows = SQLiteStorage.get_logs(project, run_id=state['run_id'])
+                stored['sent_to'], stored['max'] = state['sent_to'], max((row['step'] for row in rows), default=None)
+
+    learn = learner(folder, 'trackio', project, stop=None)
+    learn.add_cb(Look())
+    learn.fit(2)
+    assert stored == {'sent_to': 10, 'max': 10}
+
+
 def test_a_new_fit_is_a_new_run(places, tmp_path):
     learn = learner(tmp_path / 'run', 'trackio', 'trackio-two-fits')
     learn.fit(1)  # stops at 10

@@ -70,7 +70,7 @@ def rows_by_step(storage: EventStorage, # the learner's storage
         for value, it in storage.history(name).recent(n): rows.setdefault(it, {})[name] = value
     return dict(sorted(rows.items()))
 
-# %% ../nbs/01b_trackers.ipynb #30756e2f
+# %% ../nbs/01b_trackers.ipynb #7cde4c3a
 class TrackerWriter(EventWriter):
     "Base of the writers to an experiment tracker: one run per fit, continued by a resume; a failure stops it, not the fit."
     tracker = 'tracker'  # the name in messages
@@ -131,6 +131,7 @@ class TrackerWriter(EventWriter):
                               "and the checkpoints go on without it.", TrackerWarning, stacklevel=2)
 
     def state_dict(self) -> dict:
+        if self._live: self._guard(self._flush)  # (a checkpoint's `sent_to` must be in the tracker's store)
         return {**super().state_dict(), 'tracker': self.tracker, 'run_id': self.run_id, 'sent_to': self.sent_to}
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
@@ -142,6 +143,7 @@ class TrackerWriter(EventWriter):
     def _resume(self, project: str, name: str, learn): raise NotImplementedError  # run `run_id` after step `sent_to`
     def _log(self, step: int, values: dict): raise NotImplementedError
     def _finish(self, outcome: dict, stop_reason: str | None): raise NotImplementedError
+    def _flush(self): pass  # make sure what was sent is stored (for a tracker that stores it later)
 
 FAILED = ('error', 'nonfinite', 'out_of_memory')  # the stop reasons of a fit that failed (others: it ran, or was stopped)
 
@@ -149,7 +151,7 @@ def run_config(learn) -> dict:
     "The run's configuration, as `run.json` records it: its settings, how the fit started, and its first step."
     return {**run_settings(learn), 'kind': learn.fit_kind or 'fit', 'step_start': learn.step}
 
-# %% ../nbs/01b_trackers.ipynb #fd1ef992
+# %% ../nbs/01b_trackers.ipynb #98e1a661
 class TrackioWriter(TrackerWriter):
     "Report to trackio (local SQLite store; `trackio.show()` for its dashboard): needs the `trackio` extra."
     tracker = 'trackio'
@@ -200,6 +202,12 @@ class TrackioWriter(TrackerWriter):
 
     def _log(self, step, values): self._run.log(values, step=step)
     def _finish(self, outcome, stop_reason): self._run.finish()  # (trackio has no run summary to put `outcome` in)
+
+    def _flush(self):
+        "Store the rows trackio's thread has not stored yet (it does every 0.5 s): trackio has no public call for it."
+        run = self._run
+        if hasattr(run, '_flush_queues_inline') and hasattr(run, '_client_lock'):  # (trackio 0.43's; else: its thread)
+            with run._client_lock: run._flush_queues_inline()
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), 'run_name': self.run_name, 'run_project': self.run_project}
@@ -255,7 +263,7 @@ class WandbWriter(TrackerWriter):
         super().load_state_dict(state)
         self.run_project = state.get('run_project')
 
-# %% ../nbs/01b_trackers.ipynb #30184207
+# %% ../nbs/01b_trackers.ipynb #adf4ce99
 class MLflowWriter(TrackerWriter):
     "Report to MLflow (a tracking server, or a local store): needs the `mlflow` extra (`mlflow-skinny`)."
     tracker = 'mlflow'
@@ -291,10 +299,11 @@ class MLflowWriter(TrackerWriter):
 
     def _resume(self, project, name, learn):
         self._client = self._client_class(self.tracking_uri)
-        run = self._client.get_run(self.run_id)
-        history = {key: self._client.get_metric_history(self.run_id, key) for key in run.data.metrics}
-        if any(m.step > self.sent_to for ms in history.values() for m in ms): self._replace(run, history)
-        else: self._client.update_run(self.run_id, status='RUNNING')
+        if self.restored:  # (from a checkpoint: the run may have steps after it)
+            run = self._client.get_run(self.run_id)
+            history = {key: self._client.get_metric_history(self.run_id, key) for key in run.data.metrics}
+            if any(m.step > self.sent_to for ms in history.values() for m in ms): return self._replace(run, history)
+        self._client.update_run(self.run_id, status='RUNNING')
 
     def _replace(self, old, history: dict):
         "MLflow cannot delete a metric's values: copy the run up to step `sent_to` into a new one, which replaces it."
