@@ -27,8 +27,16 @@ With transformers installed, a second table compares, likewise interleaved, on d
                     `loss = model(**batch).loss`, backward, step, zero_grad;
   - `default_bert`: a Learner with its default callbacks and no loss_func, on the same model and batches.
 
+With --trackers, a table of the cost of reporting to a tracker instead (`Learner(report_to=...)`, offline, the stores
+in a temporary folder): the default Learner (`default`, writing metrics.json every 20 steps) against itself reporting
+to trackio, W&B (offline) and MLflow (a file store), interleaved; and, in each handler of the `ReportCallback`, the
+time and the number of Python calls (a count that does not depend on the machine's load): per step in the loop
+(`after_batch`, which writes every `log_every` = 20 steps, and `after_validate`), and per fit (`before_fit` opens
+the run, `after_fit` writes the rest and closes it).
+
 Run: python bench/overhead.py [--rounds 7] [--steps 2000] [--bert-steps 400]
      python bench/overhead.py --final-figure 8   (the final figure's cost alone, first fit and median)
+     python bench/overhead.py --trackers [--rounds 5] [--steps 2000]
 """
 import argparse
 import contextlib
@@ -256,10 +264,12 @@ def main():
     parser.add_argument('--bert-steps', type=int, default=400, help="steps of the tiny BERT (with transformers; 0: none)")
     parser.add_argument('--final-figure', type=int, metavar='FITS',
                         help="only time the live plot's final figure over this many 300-step fits")
+    parser.add_argument('--trackers', action='store_true', help="only the cost of reporting to trackers (offline)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dl = make_data()
     if args.final_figure: return final_figure(dl, args.final_figure)
+    if args.trackers: return tracker_table(dl, args.rounds, args.steps)
     names = list(VARIANTS)
     times = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as out:
@@ -289,6 +299,108 @@ def main():
     try: import transformers  # noqa: F401
     except ImportError: return print("\n(transformers is not installed: no tiny BERT table; pip install -e '.[dev]')")
     transformers_table(args.rounds, args.bert_steps)
+
+
+# ---- the cost of reporting to a tracker (--trackers)
+
+TRACKERS = ('trackio', 'wandb', 'mlflow')
+
+
+def offline_trackers(root: Path):
+    "Send every tracker to `root`, offline and without telemetry (before any of them is imported)."
+    import os
+    os.environ.update(TRACKIO_DIR=str(root / 'trackio'), WANDB_MODE='offline', WANDB_DIR=str(root), WANDB_SILENT='true',
+                      WANDB_CACHE_DIR=str(root / 'wandb-cache'), WANDB_CONFIG_DIR=str(root / 'wandb-config'),
+                      MLFLOW_ALLOW_FILE_STORE='true', MLFLOW_DISABLE_TELEMETRY='true', HF_HUB_OFFLINE='1',
+                      HF_HUB_DISABLE_TELEMETRY='1', DO_NOT_TRACK='1')
+
+
+def tracker_writer(name: str, root: Path):
+    from trainer_nb.trackers import MLflowWriter, TrackioWriter, WandbWriter
+    if name == 'trackio': return TrackioWriter(project='bench')
+    if name == 'wandb':
+        import wandb
+        return WandbWriter(project='bench', settings=wandb.Settings(console='off', x_disable_stats=True,
+                           x_disable_machine_info=True, disable_git=True, disable_code=True))
+    return MLflowWriter(project='bench', tracking_uri=(root / 'mlruns').as_uri())
+
+
+def timed_report(writer):
+    "A `ReportCallback` that adds up the seconds and the Python calls of each of its handlers."
+    from trainer_nb.trackers import ReportCallback
+
+    class TimedReport(ReportCallback):
+        spent = {}
+
+        def _timed(self, event, handler):
+            calls = [0]
+            def count(frame, what, arg):
+                if what in ('call', 'c_call'): calls[0] += 1
+            t = time.perf_counter()
+            sys.setprofile(count)
+            try: handler()
+            finally:
+                sys.setprofile(None)
+                seconds, n = self.spent.get(event, (0., 0))
+                self.spent[event] = (seconds + time.perf_counter() - t, n + calls[0])
+
+        def before_fit(self): self._timed('before_fit', super().before_fit)
+        def after_batch(self): self._timed('after_batch', super().after_batch)
+        def after_validate(self): self._timed('after_validate', super().after_validate)
+        def after_fit(self): self._timed('after_fit', super().after_fit)
+
+    return TimedReport([writer])
+
+
+def tracker_fit(dl, steps, out, tracker=None, root=None, timed=False):
+    "The default Learner, reporting to `tracker` (None: not), for `steps` steps; its `ReportCallback`."
+    report = None
+    if tracker is not None:
+        writer = tracker_writer(tracker, root)
+        report = timed_report(writer) if timed else None
+    learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
+                    cbs=[report] if report else [], report_to=writer if tracker and not timed else None)
+    with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+        learn.fit(n_steps=steps)
+    return report
+
+
+def tracker_table(dl, rounds: int, steps: int):
+    "The default Learner against itself reporting to each tracker, interleaved; then where the time goes."
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        offline_trackers(root)
+        names = ['default', *TRACKERS]
+        times = {n: [] for n in names}
+        def one(n, k):
+            out = root / f'run-{n}-{k}'
+            out.mkdir()
+            t = time.perf_counter()
+            tracker_fit(dl, steps, out, None if n == 'default' else n, root)
+            return time.perf_counter() - t
+        for n in names: one(n, 'warm')  # warm-up: imports, the W&B service
+        for r in range(rounds):
+            for n in names[r % len(names):] + names[:r % len(names)]: times[n].append(one(n, r))
+        print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {steps} steps, {rounds} rounds, 1 thread")
+        print("| variant | median time (s) | median ratio to default | cost a step (us, median over rounds) |")
+        print("|---|---|---|---|")
+        for n in names:
+            ratios = [t / d for t, d in zip(times[n], times['default'])]
+            extra = [(t - d) / steps * 1e6 for t, d in zip(times[n], times['default'])]
+            print(f"| {n} | {statistics.median(times[n]):.3f} | {statistics.median(ratios):.3f}x | "
+                  f"{statistics.median(extra):.1f} |")
+        print("\nIn the ReportCallback's handlers (one timed fit each; the calls are counted with sys.setprofile, "
+              "which slows them: the seconds are an upper bound):")
+        print("| tracker | per step: us | per step: Python calls | per fit: before_fit (s) | per fit: after_fit (s) |")
+        print("|---|---|---|---|---|")
+        for n in TRACKERS:
+            out = root / f'timed-{n}'
+            out.mkdir()
+            spent = tracker_fit(dl, steps, out, n, root, timed=True).spent
+            loop_s = sum(spent.get(e, (0, 0))[0] for e in ('after_batch', 'after_validate'))
+            loop_calls = sum(spent.get(e, (0, 0))[1] for e in ('after_batch', 'after_validate'))
+            print(f"| {n} | {loop_s / steps * 1e6:.1f} | {loop_calls / steps:.1f} | {spent['before_fit'][0]:.3f} | "
+                  f"{spent['after_fit'][0]:.3f} |")
 
 
 if __name__ == '__main__': main()

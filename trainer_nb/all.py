@@ -42,6 +42,8 @@ from .metrics import Metric, AvgMetric, accuracy, error_rate
 # events: the storage and its writers
 from .events import EventStorage, HistoryBuffer, get_event_storage
 from .writers import EventWriter, JSONWriter, ConsoleWriter, TensorBoardWriter, read_metrics
+# trackers: `Learner(report_to=...)`
+from .trackers import TrackioWriter, WandbWriter, MLflowWriter, TrackerWarning
 # runs: their records and their comparison
 from .callback.run_record import RunRecord
 from .runs import Runs
@@ -61,3 +63,5 @@ __all__ = ['Learner', 'default_callbacks', 'DataLoaders', 'Callback', 'LambdaCal
            'Metric', 'AvgMetric', 'accuracy', 'error_rate', 'EventStorage', 'HistoryBuffer', 'get_event_storage',
            'EventWriter', 'JSONWriter', 'ConsoleWriter', 'TensorBoardWriter', 'read_metrics', 'RunRecord', 'Runs',
            'Controls', 'CheckpointError']
+__all__ += ['TrackioWriter', 'WandbWriter', 'MLflowWriter', 'TrackerWarning']
+

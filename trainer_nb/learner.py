@@ -27,6 +27,7 @@ from .callback.schedule import fit_flat_cos, fit_one_cycle, fit_warmup_cos, lr_f
 from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state, load_learner,
                                    restore_learner, save_learner)
 from .controls import Controls, check_stop_reason
+from .trackers import report_callbacks
 from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, stop_message, to_device,
                              unwrap_model)
 from .data import (as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, step_samples,
@@ -79,6 +80,7 @@ class Learner:
                  compile: bool | dict = False, # compile the model with `torch.compile` (a dict: its arguments)
                  target_key: str | None = 'labels', # the targets of a dict batch (the model gets the whole dict)
                  full_checkpoints: bool = False, # checkpoints hold every parameter, frozen ones too (one self-contained file)
+                 report_to=None, # trackers to report to: 'trackio', 'wandb', 'mlflow', writers, or a list (chapter `trackers`)
                 ):
         check_parts(model, loss_func, train_step, opt_func)
         self.device = check_device(device) or default_device()
@@ -107,7 +109,7 @@ class Learner:
         self.fit_kind: str | None = None  # 'fit' or 'resume': how the running (or last) fit started (see `RunRecord`)
         self.resume_hint = 'learn.resume()'  # what continues a stopped fit, as messages name it (a script: its command)
         self.tracked: dict = {}  # objects of yours saved with the checkpoints (`track`): optimizers, schedulers...
-        cbs = as_callback_list(cbs)
+        cbs = as_callback_list(cbs) + report_callbacks(report_to)  # (a `ReportCallback` running the trackers' writers)
         for cb in with_defaults(cbs, progress) if default_cbs else cbs: self.add_cb(cb)
 
     def create_opt(self) -> torch.optim.Optimizer:
