@@ -162,6 +162,7 @@ class PlotWorker:
         except OSError: pass
         try: self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired: self.proc.kill()
+        self._stderr.close()
 
     def _talk(self):
         "The thread: write each request, read its answer; on any failure, note why and end the process."
@@ -174,6 +175,9 @@ class PlotWorker:
                 self._reply, self._pending = reply, None
         except Exception as e:
             if self.error is None: self._fail(str(e))
+        finally:
+            try: self.proc.stdout.close()
+            except OSError: pass
 
     def _fail(self, why: str):
         self.error = why
@@ -184,6 +188,9 @@ class PlotWorker:
             self._stderr.seek(0)
             tail = self._stderr.read()[-1000:].decode(errors='replace').strip()
         except Exception: code, tail = None, ''
+        for f in (self.proc.stdin, self._stderr):
+            try: f.close()
+            except OSError: pass
         self.error = why + (f" (exit code {code})" if code not in (None, 0, -9) else '') + (f"; its last words: {tail}" if tail else '')
 
 # %% ../nbs/11b_plot_worker.ipynb #e0983d16

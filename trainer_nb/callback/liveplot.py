@@ -5,6 +5,8 @@
 # %% ../../nbs/11_callback.liveplot.ipynb #7fd2c455
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import sys
@@ -16,6 +18,7 @@ from .core import Callback
 from ..files import atomic_write
 from ..core import import_in_background, in_notebook, time_left
 from ..plotting import DEFAULT_PANELS, LOOP_PANELS, LiveFigure, PlotData
+from ..plot_worker import shared_worker, snapshot
 from ..writers import metrics_series, read_metrics
 
 # %% auto #0
@@ -148,6 +151,14 @@ class LivePlot:
         if self.live: self._show(png)
         return png
 
+    def snapshot(self) -> dict:
+        "What a frame would show now, as plain data for the drawing process (`plot_worker.snapshot`)."
+        return snapshot(self.data, self.x_end, self.panel_size, self.dpi)
+
+    def show(self, png: bytes):
+        "Show a frame drawn elsewhere (by the drawing process), when live."
+        if self.live: self._show(png)
+
     def final(self,
               storage, # the `EventStorage` to read
               completed: bool, # whether the fit ran to its end
@@ -202,14 +213,16 @@ def _expected_seconds(learn, start_steps: int, total_steps: int | None, elapsed:
     left = time_left(elapsed, learn.fit_state.fit_steps - start_steps, total)
     return None if left is None else elapsed + left
 
-def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, final: float, now: float) -> dict:
+def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, final: float, now: float,
+                 log: list) -> dict:
     "What the plot did in a fit: its frames, when they came, and what they cost (see `LivePlotCallback.stats`)."
     times, kinds = [t for t, _ in frames], [k for _, k in frames]
     return {'redraws': len(frames), 'kinds': {k: kinds.count(k) for k in ('new', 'full', 'blit')},
             'first_frame': times[0] - first_batch if times else None,
             'max_gap': max((t2 - t1 for t1, t2 in zip(times, times[1:])), default=None),
             'spent': budget.spent + budget.fixed + final, 'first_cost': budget.fixed, 'final': final,
-            'elapsed': now - budget.t0}
+            'elapsed': now - budget.t0, 'in_process': len(log),
+            'max_age': max((f['age'] for f in log), default=None), 'drawing': sum(f['seconds'] for f in log)}
 
 # %% ../../nbs/11_callback.liveplot.ipynb #c064106f
 def check_compare(compare) -> list[str]:
@@ -257,6 +270,7 @@ class LivePlotCallback(Callback):
                  dpi: int = 80, # pixels per inch
                  clock=time.perf_counter, # the time source (tests pass a fake clock)
                  compare=None, # run folders whose curves are drawn in grey behind every fit's (see above)
+                 process: bool = True, # draw the live frames in a drawing process (False: here, within `budget`)
                 ):
         self.plot = LivePlot(PlotData(panels, log, smooth, max_points), panel_size, dpi)
         self.default_panels = panels is None  # (a loop you write gets `LOOP_PANELS`: its own scalars' names)
@@ -265,9 +279,13 @@ class LivePlotCallback(Callback):
         self.compare = check_compare(compare)
         # the cost of each kind of frame, in seconds: estimates, replaced by measured averages
         self.costs = {'blit': 0.01, 'full': 0.05, 'new': 0.1, 'final': 0.05}
+        self.costs['handover'] = 0.001  # a snapshot handed to the drawing process (measured too)
         self.stats, self.frames = {}, []  # frames: (when it was shown, kind) of each live frame of the fit
+        self.frame_log: list[dict] = []  # each frame drawn by the drawing process: what it showed (see below)
+        self.process, self._worker, self._request, self._sent, self._due = process, None, None, None, math.inf
         self._start_steps, self._total_steps, self._first_batch = 0, None, None
         if notebook is not False and in_notebook():  # (see `import_in_background`)
+            if process: shared_worker()  # started now: its import of matplotlib is done before the fit
             import_in_background('matplotlib.figure', 'matplotlib.backends.backend_agg', 'matplotlib.ticker', 'PIL.Image')
 
     def before_fit(self):
@@ -280,7 +298,9 @@ class LivePlotCallback(Callback):
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]
         runs = {label: run_series(f) for label, f in zip(run_labels(folders), folders)}
         self.plot.data.set_references(runs, smoothed=[n for s in runs.values() for n in s if n.startswith('train/')])
-        self.frames, self._first_batch = [], None
+        self.frames, self.frame_log, self._first_batch = [], [], None
+        self._worker = shared_worker() if live and self.process else None
+        self._request, self._sent, self._due = None, None, math.inf
         self.budget.start(reserve=self.costs['final'])
         self.budget.next_t = self.budget.t0 if live else math.inf  # live: the first batch sets the first frame
 
@@ -296,25 +316,73 @@ class LivePlotCallback(Callback):
         if png is not None and self.fname is not None: atomic_write(Path(self.learn.path) / self.fname, lambda f: f.write(png))
         final = self.clock() - t
         if png is not None and warm: self.costs['final'] = final  # (a cold one also paid the import)
-        self.stats = _frame_stats(self.frames, self._first_batch, self.budget, final, self.clock())
+        self.stats = _frame_stats(self.frames, self._first_batch, self.budget, final, self.clock(), self.frame_log)
         self.plot.end()
+        self._worker = self._request = None  # (an answer still to come is dropped: its request's id is not asked for)
 
     def _tick(self):
-        "A frame is due (or this is the first batch): draw the one that fits, and count what it cost."
+        "A frame is due, or one is being drawn (or this is the first batch): do what is to be done, and count its cost."
         now = self.clock()
         if self._first_batch is None:
             self._first_batch, self.budget.next_t = now, now + self.first_frame
+            self._due = self.budget.next_t
             return
-        warm, first = _matplotlib_imported(), not self.frames
-        self.budget.expect(_expected_seconds(self.learn, self._start_steps, self._total_steps, now - self.budget.t0))
         try:
-            kind = choose_frame(self.plot, self.learn.storage, self.budget, self.costs, now, first)
-            if kind is not None: self.plot.draw(kind)
+            if self._worker is not None: self._tick_process(now)
+            else: self._tick_here(now)
         except Exception as e:  # a display must not kill a long training
-            self.budget.next_t = math.inf
+            self.budget.next_t, self._worker = math.inf, None
             warnings.warn(f"LivePlotCallback: the live plot failed ({e!r}) and is off until the end of this fit; "
                           "training goes on, and the final figure is drawn at the end.", stacklevel=3)
+
+    def _tick_process(self, now: float):
+        "Show the frame the drawing process has sent back, if it has; hand it the next snapshot when one is due."
+        why = self._worker.failure()
+        if why is not None:
+            self._worker = self._request = None
+            self.budget.next_t = now
+            warnings.warn(f"LivePlotCallback: the live plot's drawing process stopped: {why}. The live plot is drawn "
+                          "in this process for the rest of the fit, within its time budget.", stacklevel=4)
             return
+        shown = False
+        if self._request is not None:
+            reply = self._worker.poll(self._request)
+            if reply is not None: shown = self._show_reply(*reply)
+        handed = False
+        if self._request is None and now >= self._due:
+            elapsed = now - self.budget.t0  # (the final figure is not charged to the loop's share here: it is its own)
+            self.budget.expect(_expected_seconds(self.learn, self._start_steps, self._total_steps, elapsed))
+            fits = self.budget.spent + self.costs['handover'] <= self.budget.allowance(now)
+            if (fits or not self.frames) and self.plot.read(self.learn.storage):
+                self._request = self._worker.submit(json.dumps(self.plot.snapshot()).encode())
+                if self._request is not None:
+                    self._sent, handed = (now, self.learn.step, self.plot.data.bounds()), True
+                    self._due = now + self.budget.min_interval
+            else: self._due = now + self.budget.min_interval
+        t = self.clock()
+        self.budget.spent += t - now
+        if handed or shown: self.costs['handover'] = 0.5 * self.costs['handover'] + 0.5 * (t - now)
+        # while a frame is being drawn, look for it every 20 ms (a clock read after each batch until then)
+        self.budget.next_t = now + 0.02 if self._request is not None or now >= self._due else self._due
+
+    def _show_reply(self, header: dict, png: bytes) -> bool:
+        "Show a frame from the drawing process, and note what it showed."
+        self.plot.show(png)
+        t = self.clock()
+        sent, step, bounds = self._sent
+        self.frames.append((t, header['kind']))
+        self.frame_log.append({'at': t - self.budget.t0, 'age': t - sent, 'step': step, 'kind': header['kind'],
+                               'bounds': bounds, 'limits': header['limits'], 'seconds': header['seconds'],
+                               'sha1': hashlib.sha1(png).hexdigest()})
+        self._request = None
+        return True
+
+    def _tick_here(self, now: float):
+        "Draw, in this process, the frame that fits the budget (a redraw of the old axes, if nothing more fits)."
+        warm, first = _matplotlib_imported(), self.plot.figure is None  # (first here: after the process's frames too)
+        self.budget.expect(_expected_seconds(self.learn, self._start_steps, self._total_steps, now - self.budget.t0))
+        kind = choose_frame(self.plot, self.learn.storage, self.budget, self.costs, now, first)
+        if kind is not None: self.plot.draw(kind)
         t = self.clock()
         if kind is None: self.budget.spent += t - now  # reading the storage cost something too
         else:
