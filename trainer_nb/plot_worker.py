@@ -49,10 +49,10 @@ class FrameDrawer:
         self.figure, self.key = None, None
 
     def draw(self, snap: dict) -> tuple[bytes, dict]:
-        "The PNG of a snapshot, and what was drawn: `{'kind': 'new'|'full'|'blit', 'limits': [[x0, x1, y0, y1], ...]}`."
+        "The PNG of a snapshot, and what was drawn: `{'kind': 'new'|'full'|'blit'|'final', 'limits': [[x0, x1, y0, y1], ...]}`."
         from trainer_nb.plotting import LiveFigure
         key = (snap['layout'], snap['notes'], snap['panel_size'], snap['dpi'], snap['references'])
-        bounds, kind = snap['bounds'], 'blit'
+        bounds, kind, final = snap['bounds'], 'blit', snap.get('final', False)
         if self.figure is None or key != self.key:
             references = {label: {name: _Points(*p) for name, p in ref.items()}
                           for label, ref in snap['references'].items()}
@@ -60,10 +60,14 @@ class FrameDrawer:
             self.figure = LiveFigure(layout, snap['notes'], tuple(snap['panel_size']), snap['dpi'], references)
             self.key, kind = key, 'new'
         elif self.figure.limits_status(bounds) != 'ok': kind = 'full'
-        if kind != 'blit': self.figure.set_limits(bounds, snap['x_end'])
+        if final: kind = 'final'
+        if final: self.figure.set_limits(bounds, room=1.02, grow=False)  # (as `LiveFigure.draw_final`)
+        elif kind != 'blit': self.figure.set_limits(bounds, snap['x_end'])
         curves = {name: _Points(*p) for name, p in snap['curves'].items()}
-        png = self.figure.draw(curves, full=kind != 'blit')
-        return png, {'kind': kind, 'limits': [[*ax.get_xlim(), *ax.get_ylim()] for ax in self.figure.axes]}
+        png = self.figure.draw(curves, full=kind != 'blit', compress_level=6 if final else 1)
+        limits = [[*ax.get_xlim(), *ax.get_ylim()] for ax in self.figure.axes]
+        if final: self.figure.reset()  # (the next fit's first frame sets its own limits)
+        return png, {'kind': kind, 'limits': limits}
 
 # %% ../nbs/11b_plot_worker.ipynb #1561843c
 def write_message(f, # a binary file (a pipe)
@@ -170,9 +174,11 @@ class PlotWorker:
             while (request := self._requests.get()) is not None:
                 write_message(self.proc.stdin, {'id': request[0]}, request[1])
                 reply = read_message(self.proc.stdout)
-                if reply is None: raise EOFError('its output ended')
+                if reply is None: raise EOFError
                 if 'error' in reply[0]: raise RuntimeError(f"it failed to draw a frame: {reply[0]['error']}")
                 self._reply, self._pending = reply, None
+        except (OSError, EOFError):  # (a broken pipe, or the end of its output)
+            if self.error is None: self._fail('it has ended')
         except Exception as e:
             if self.error is None: self._fail(str(e))
         finally:

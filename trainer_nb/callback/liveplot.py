@@ -284,8 +284,8 @@ class LivePlotCallback(Callback):
         self.frame_log: list[dict] = []  # each frame drawn by the drawing process: what it showed (see below)
         self.process, self._worker, self._request, self._sent, self._due = process, None, None, None, math.inf
         self._start_steps, self._total_steps, self._first_batch = 0, None, None
-        if notebook is not False and in_notebook():  # (see `import_in_background`)
-            if process: shared_worker()  # started now: its import of matplotlib is done before the fit
+        # started now, the drawing process has imported matplotlib before the fit; without it, this process does
+        if notebook is not False and in_notebook() and not (process and shared_worker()):  # (see `import_in_background`)
             import_in_background('matplotlib.figure', 'matplotlib.backends.backend_agg', 'matplotlib.ticker', 'PIL.Image')
 
     def before_fit(self):
@@ -312,7 +312,9 @@ class LivePlotCallback(Callback):
 
     def after_fit(self):
         t, warm = self.clock(), _matplotlib_imported()
-        png = self.plot.final(self.learn.storage, completed=self.learn.stop_reason == 'completed')
+        png = self._final_from_process() if self._worker is not None else None
+        if png is None: png = self.plot.final(self.learn.storage, completed=self.learn.stop_reason == 'completed')
+        else: warm = False  # (its cost is the drawing process's, and the wait: not an estimate for this process)
         if png is not None and self.fname is not None: atomic_write(Path(self.learn.path) / self.fname, lambda f: f.write(png))
         final = self.clock() - t
         if png is not None and warm: self.costs['final'] = final  # (a cold one also paid the import)
@@ -356,7 +358,8 @@ class LivePlotCallback(Callback):
             if (fits or not self.frames) and self.plot.read(self.learn.storage):
                 self._request = self._worker.submit(json.dumps(self.plot.snapshot()).encode())
                 if self._request is not None:
-                    self._sent, handed = (now, self.learn.step, self.plot.data.bounds()), True
+                    data, handed = self.plot.data, True
+                    self._sent = (now, self.learn.step, data.bounds(), [log for _, _, log in data.layout])
                     self._due = now + self.budget.min_interval
             else: self._due = now + self.budget.min_interval
         t = self.clock()
@@ -369,13 +372,34 @@ class LivePlotCallback(Callback):
         "Show a frame from the drawing process, and note what it showed."
         self.plot.show(png)
         t = self.clock()
-        sent, step, bounds = self._sent
+        sent, step, bounds, log_y = self._sent
         self.frames.append((t, header['kind']))
         self.frame_log.append({'at': t - self.budget.t0, 'age': t - sent, 'step': step, 'kind': header['kind'],
-                               'bounds': bounds, 'limits': header['limits'], 'seconds': header['seconds'],
+                               'bounds': bounds, 'log_y': log_y, 'limits': header['limits'], 'seconds': header['seconds'],
                                'sha1': hashlib.sha1(png).hexdigest()})
         self._request = None
         return True
+
+    def _final_from_process(self, timeout: float = 10.) -> bytes | None:
+        "The final figure, drawn by the drawing process, and shown; None if it cannot (drawn here then)."
+        worker, deadline = self._worker, time.perf_counter() + timeout
+        def wait(done):
+            while not done():
+                why = worker.failure()
+                if why is not None or time.perf_counter() > deadline:
+                    warnings.warn(f"LivePlotCallback: the drawing process did not draw the final figure "
+                                  f"({why or f'no answer in {timeout:g} s'}); it is drawn in this process.", stacklevel=5)
+                    return False
+                time.sleep(0.002)
+            return True
+        if not self.plot.read(self.learn.storage) or not wait(lambda: not worker.busy): return None
+        request = worker.submit(json.dumps({**self.plot.snapshot(), 'final': True}).encode())
+        replies = []
+        if request is None or not wait(lambda: replies.append(worker.poll(request)) or replies[-1] is not None):
+            return None
+        png = replies[-1][1]
+        self.plot.show(png)
+        return png
 
     def _tick_here(self, now: float):
         "Draw, in this process, the frame that fits the budget (a redraw of the old axes, if nothing more fits)."
