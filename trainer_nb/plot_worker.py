@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+from array import array
 import signal
 import struct
 import subprocess
@@ -19,8 +20,8 @@ import warnings
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['MAX_STARTS', 'snapshot', 'FrameDrawer', 'write_message', 'read_message', 'serve', 'main', 'PlotWorker',
-           'shared_worker']
+__all__ = ['MAX_STARTS', 'snapshot', 'encode_snapshot', 'decode_snapshot', 'FrameDrawer', 'write_message', 'read_message',
+           'serve', 'main', 'PlotWorker', 'shared_worker']
 
 # %% ../nbs/11b_plot_worker.ipynb #aa04a682
 def snapshot(data, # a `PlotData`, as read from the storage
@@ -36,6 +37,31 @@ def snapshot(data, # a `PlotData`, as read from the storage
     return {'layout': [[title, list(shown), log] for title, shown, log in data.layout], 'notes': list(data.notes),
             'curves': curves, 'bounds': data.bounds(), 'x_end': x_end, 'panel_size': list(panel_size), 'dpi': dpi,
             'references': references}
+
+def encode_snapshot(snap: dict) -> bytes:
+    "A snapshot as bytes: a JSON header (4 bytes of length first), then all the points, as float64."
+    values = array('d')
+    def put(points):
+        start = len(values)
+        values.extend(points[0])
+        values.extend(points[1])
+        return [start, len(points[0])]
+    head = {**snap, 'curves': {name: put(p) for name, p in snap['curves'].items()},
+            'references': {label: {name: put(p) for name, p in ref.items()} for label, ref in snap['references'].items()}}
+    head = json.dumps(head).encode()
+    return struct.pack('>I', len(head)) + head + values.tobytes()
+
+def decode_snapshot(body: bytes) -> dict:
+    "The snapshot of `encode_snapshot`'s bytes."
+    (n,) = struct.unpack('>I', body[:4])
+    snap, values = json.loads(body[4:4 + n]), array('d')
+    values.frombytes(body[4 + n:])
+    def get(where):
+        start, count = where
+        return [values[start:start + count].tolist(), values[start + count:start + 2 * count].tolist()]
+    snap['curves'] = {name: get(w) for name, w in snap['curves'].items()}
+    snap['references'] = {label: {name: get(w) for name, w in ref.items()} for label, ref in snap['references'].items()}
+    return snap
 
 # %% ../nbs/11b_plot_worker.ipynb #72abad22
 class _Points:
@@ -96,7 +122,7 @@ def serve(inp, # the binary stream of requests
     while (message := read_message(inp)) is not None:
         header, body = message
         t = time.perf_counter()
-        try: png, info = drawer.draw(json.loads(body))
+        try: png, info = drawer.draw(decode_snapshot(body))
         except Exception as e:
             drawer = FrameDrawer()  # (the next snapshot starts on a new figure)
             write_message(out, {'id': header['id'], 'error': repr(e)})
@@ -139,7 +165,7 @@ class PlotWorker:
         return self._pending is not None
 
     def submit(self, body: bytes) -> int | None:
-        "Hand a snapshot (JSON bytes) over; return its request's id, or None if busy or unusable."
+        "Hand a snapshot (`encode_snapshot`'s bytes) over; return its request's id, or None if busy or unusable."
         if self.busy or self.error is not None: return None
         self._next_id += 1
         self._pending, self._sent_at = self._next_id, time.perf_counter()
