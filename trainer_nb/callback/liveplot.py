@@ -351,7 +351,7 @@ class LivePlotCallback(Callback):
             if reply is not None: shown = self._show_reply(*reply)
         handed = False
         if self._request is None and now >= self._due:
-            elapsed = now - self.budget.t0  # (the final figure is not charged to the loop's share here: it is its own)
+            elapsed = now - self.budget.t0
             self.budget.expect(_expected_seconds(self.learn, self._start_steps, self._total_steps, elapsed))
             fits = self.budget.spent + self.costs['handover'] <= self.budget.allowance(now)
             if (fits or not self.frames) and self.plot.read(self.learn.storage):
@@ -391,14 +391,15 @@ class LivePlotCallback(Callback):
                     return False
                 time.sleep(0.002)
             return True
-        if not self.plot.read(self.learn.storage) or not wait(lambda: not worker.busy): return None
-        request = worker.submit(encode_snapshot({**self.plot.snapshot(), 'final': True}))
-        replies = []
-        if request is None or not wait(lambda: replies.append(worker.poll(request)) or replies[-1] is not None):
-            return None
-        png = replies[-1][1]
-        self.plot.show(png)
-        return png
+        if not self.plot.read(self.learn.storage) or not wait(lambda: not worker.busy): return None  # (a live frame)
+        request, reply = worker.submit(encode_snapshot({**self.plot.snapshot(), 'final': True})), None
+        def answered() -> bool:
+            nonlocal reply
+            reply = worker.poll(request)
+            return reply is not None
+        if request is None or not wait(answered): return None
+        self.plot.show(reply[1])
+        return reply[1]
 
     def _tick_here(self, now: float):
         "Draw, in this process, the frame that fits the budget (a redraw of the old axes, if nothing more fits)."
