@@ -130,9 +130,9 @@ def serve(inp, # the binary stream of requests
         write_message(out, {'id': header['id'], **info, 'seconds': time.perf_counter() - t}, png)
 
 def main():
-    "The drawing process: ignore the kernel's interrupts, yield to training, import matplotlib, then `serve`."
+    "The drawing process: ignore the kernel's interrupts, yield to training (`nice` 5), import matplotlib, then `serve`."
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(os, 'nice'): os.nice(10)
+    if hasattr(os, 'nice'): os.nice(5)
     out = os.fdopen(os.dup(sys.stdout.fileno()), 'wb')  # the answers: only this writes to the pipe
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # anything printed goes to the error output
     sys.stdout = sys.stderr
