@@ -173,7 +173,7 @@ class PlotWorker:
         return self._next_id
 
     def poll(self, request: int) -> tuple[dict, bytes] | None:
-        "The answer `(header, png)` to `request` if it has come (an older request's answer is dropped); else None."
+        "The answer `(header, png)` to `request` if it has come, else None (an older request's answer is never given)."
         reply = self._reply
         if reply is None or reply[0]['id'] != request: return None
         self._reply = None
