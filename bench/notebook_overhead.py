@@ -20,11 +20,24 @@ long fit (`--long-steps`). First of all, in the fresh kernel, a plain fit and a 
 cost of the first notebook fit (imports included), and its first frame in a cold kernel. `--only-cold` runs just
 those two.
 
+Then how fresh the live plot is (`--fresh-epochs`, 0 to skip): the README's digits fit (30 epochs, 690 steps, the
+default callbacks; `--fresh-delay` seconds of sleep added to each training batch, so that it lasts about 20 s, as
+the fit of issue 40 did) in the same kernel, reading every plot image the kernel sends, with the time it came: the times
+at which the picture changed, from the start of the fit, and the longest time it stayed the same. With the live plot
+of issue 40 (frames drawn by a drawing process), `learn.live_plot.frame_log` also gives each frame's age when shown
+(the seconds from the snapshot to the display), printed as the largest.
+
+`--code PATH` runs another checkout's trainer_nb in the kernel, with this script: `--code /path/to/main` measures
+the code before a change, for an A/B of the same measurements (run them one after the other on the same machine).
+
 Run: python bench/notebook_overhead.py [--rounds 7] [--steps 20000] [--long-steps 100000] [--long-rounds 2]
-                                       [--seconds S] [--long-seconds S] [--only-cold]
+                                       [--seconds S] [--long-seconds S] [--only-cold] [--fresh-epochs 30]
+                                       [--only-fresh] [--code PATH]
 (`--seconds 30` and `--long-seconds 300` choose the steps for fits of about 30 s and 5 min on this machine.)
 """
 import argparse
+import base64
+import hashlib
 import json
 import statistics
 import sys
@@ -99,13 +112,14 @@ def bench(name, steps):
 '''
 
 
-def run_cell(kc, code, timeout=3600):
+def run_cell(kc, code, timeout=3600, on_message=None):
     "Execute `code`, reading every message it causes (as a frontend does); return what it printed."
     msg_id = kc.execute(code)
     out, deadline = [], time.time() + timeout
     while True:
         msg = kc.get_iopub_msg(timeout=max(deadline - time.time(), 1))
         if msg['parent_header'].get('msg_id') != msg_id: continue
+        if on_message: on_message(msg)
         if msg['msg_type'] == 'stream': out.append(msg['content']['text'])
         elif msg['msg_type'] == 'error': raise RuntimeError('\n'.join(msg['content']['traceback']))
         elif msg['msg_type'] == 'status' and msg['content']['execution_state'] == 'idle': break
@@ -148,6 +162,45 @@ def first_fit(kc, steps, two_cells: bool = False) -> str:
             f"({p['spent'] / p['elapsed']:.2%}), of which the final figure {p['final']:.3f} s")
 
 
+FRESH = '''
+from trainer_nb.learner import Learner
+from trainer_nb.demo import digits_dls, digits_model
+from trainer_nb.metrics import accuracy
+torch.manual_seed(0)
+fresh = Learner(digits_model(), digits_dls(), nn.functional.cross_entropy, lr=1e-2, metrics=[accuracy],
+                path=tempfile.mkdtemp())
+from trainer_nb.callback.core import LambdaCallback
+delay = lambda seconds: [LambdaCallback(before_batch=lambda l: l.training and time.sleep(seconds))] if seconds else []
+'''
+
+
+def freshness(kc, epochs, delay) -> str:
+    "The README's digits fit with the default callbacks: when its plot image changed, read as a frontend reads it."
+    run_cell(kc, FRESH)
+    images = []  # (time received, hash of the PNG)
+    def on_message(msg):
+        data = msg['content'].get('data', {})
+        if msg['msg_type'] in ('display_data', 'update_display_data') and 'image/png' in data:
+            images.append((time.time(), hashlib.sha1(base64.b64decode(data['image/png'])).hexdigest()))
+    t0 = time.time()
+    run_cell(kc, f"fresh.fit({epochs}, cbs=delay({delay}))", on_message=on_message)
+    t_end = time.time()
+    out = run_cell(kc, "s = fresh.live_plot.stats; log = getattr(fresh.live_plot, 'frame_log', [])\n"
+                       "print('FRESH ' + json.dumps({'stats': s, 'ages': [f['age'] for f in log], 'steps': fresh.step}))")
+    info = json.loads(next(l for l in out.splitlines() if l.startswith('FRESH '))[6:])
+    changes = [t - t0 for i, (t, h) in enumerate(images) if i == 0 or h != images[i - 1][1]]
+    gaps = [b - a for a, b in zip(changes, changes[1:] + [t_end - t0])]
+    s, ages = info['stats'], info['ages']
+    slowed = f", {delay * 1000:g} ms of sleep added to each training batch" if delay else ''
+    return (f"freshness: the README's digits fit ({epochs} epochs, {info['steps']} steps{slowed}) took {t_end - t0:.1f} s; "
+            f"{len(images)} plot images, the picture changed at {', '.join(f'{c:.1f}' for c in changes)} s "
+            f"(longest unchanged: {max(gaps):.1f} s, the last one to the end of the fit included); plot frames "
+            f"{s['redraws']} {s['kinds']}, cost on the loop {s['spent']:.3f} s ({s['spent'] / s['elapsed']:.2%}) of "
+            f"which the final figure {s['final']:.3f} s"
+            + (f"; frames drawn by the drawing process: {len(ages)}, their data at most {max(ages):.2f} s old when "
+               f"shown (median {statistics.median(ages):.2f} s)" if ages else "; no drawing process"))
+
+
 def calibrate(kc, args):
     "Set `--steps` and `--long-steps` from `--seconds` and `--long-seconds`, at the speed of a plain fit here."
     rate = 4000 / bench(kc, 'plain', 4000)['seconds']
@@ -167,8 +220,14 @@ def main():
                         help='in the fresh kernel, make the notebook learner in a cell and fit it in the next')
     parser.add_argument('--seconds', type=float, help='instead of --steps: steps for fits of about this length')
     parser.add_argument('--long-seconds', type=float, help='instead of --long-steps: the same for the long fit')
+    parser.add_argument('--fresh-epochs', type=int, default=30, help="the README's digits fit, to see how fresh the "
+                        "live plot is (0: skip)")
+    parser.add_argument('--fresh-delay', type=float, default=0.025, help='seconds of sleep added to each training '
+                        "batch of that fit (the issue's fit took 20 s; 0.025 makes it about as long here)")
+    parser.add_argument('--only-fresh', action='store_true', help='only that fit (in a fresh kernel)')
+    parser.add_argument('--code', help='the checkout whose trainer_nb the kernel imports (default: this one)')
     args = parser.parse_args()
-    root = Path(__file__).resolve().parent.parent
+    root = Path(args.code).resolve() if args.code else Path(__file__).resolve().parent.parent
     km = jupyter_client.KernelManager(kernel_name='python3')
     km.start_kernel(cwd=tempfile.mkdtemp())
     kc = km.client()
@@ -176,6 +235,10 @@ def main():
     try:
         kc.wait_for_ready(timeout=60)
         run_cell(kc, f"import sys; sys.path.insert(0, {str(root)!r})\n" + SETUP)
+        print(run_cell(kc, "import trainer_nb; print('trainer_nb from', trainer_nb.__file__)").strip(), flush=True)
+        if args.only_fresh:
+            print(freshness(kc, args.fresh_epochs, args.fresh_delay))
+            return
         if args.seconds or args.long_seconds: calibrate(kc, args)
         cold = first_fit(kc, args.steps, args.two_cells)  # a fresh kernel: imports fastprogress, ipywidgets, matplotlib
         if args.only_cold:
@@ -190,6 +253,7 @@ def main():
         for r in range(args.long_rounds):
             for n in (['plain', 'notebook'] if r % 2 == 0 else ['notebook', 'plain']):
                 long[n].append(bench(kc, n, args.long_steps))
+        fresh = freshness(kc, args.fresh_epochs, args.fresh_delay) if args.fresh_epochs else ''
         versions = run_cell(kc, "import ipykernel, matplotlib, ipywidgets, fastprogress, torch, sys\n"
                                 "print(sys.version.split()[0], torch.__version__, ipykernel.__version__, "
                                 "ipywidgets.__version__, matplotlib.__version__, fastprogress.__version__)")
@@ -211,6 +275,7 @@ def main():
                   f"| {statistics.median(ratios(rs, table['plain'], 'cpu')):.3f}x "
                   f"| {statistics.median(r['inside'] / r['seconds'] for r in rs):.2%} {plot_share(rs)}")
     print('\n' + cold)
+    if fresh: print('\n' + fresh)
 
 
 if __name__ == '__main__': main()

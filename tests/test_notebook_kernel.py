@@ -152,25 +152,30 @@ def test_click_on_the_main_shell_arrives_late_and_the_panel_points_to_the_interr
 @pytest.mark.slow
 def test_display_imports_start_when_the_learner_is_made(tmp_path):
     # In a kernel, making a learner starts importing the display's libraries on a background thread, so that
-    # the first fit finds them loaded; a plain script imports none of them (tests/test_import.py).
+    # the first fit finds them loaded, and starts the live plot's drawing process, which imports matplotlib (the
+    # kernel then does not); a plain script imports none of them and starts nothing (tests/test_import.py).
     kernel = Kernel(tmp_path)
     try:
         out, _ = kernel.run(
             "import sys, time, torch\n"
             "from torch.utils.data import DataLoader, TensorDataset\n"
             "from trainer_nb.learner import Learner\n"
-            "names = ('matplotlib.figure', 'ipywidgets')\n"
+            "from trainer_nb import plot_worker\n"
+            "names = ('ipywidgets',)\n"
             "before = [n in sys.modules for n in names]\n"
             "dl = DataLoader(TensorDataset(torch.randn(8, 2), torch.randn(8, 1)), batch_size=4)\n"
             "learn = Learner(torch.nn.Linear(2, 1), dl, torch.nn.functional.mse_loss, path='run')\n"
             "deadline = time.time() + 60\n"
             "while not all(n in sys.modules for n in names) and time.time() < deadline: time.sleep(0.05)\n"
             "print('BEFORE', before, 'AFTER', [n in sys.modules for n in names])\n"
-            "print('fastprogress imported:', 'fastprogress' in sys.modules)\n")
+            "print('fastprogress imported:', 'fastprogress' in sys.modules)\n"
+            "print('matplotlib imported:', 'matplotlib' in sys.modules)\n"
+            "print('drawing process running:', len(plot_worker._WORKER) == 1 and plot_worker._WORKER[0].proc.poll() is None)\n")
     finally:
         kernel.close()
-    assert 'BEFORE [False, False] AFTER [True, True]' in out, out
+    assert 'BEFORE [False] AFTER [True]' in out, out
     assert 'fastprogress imported: False' in out, out  # (the notebook's bars are trainer_nb's own)
+    assert 'matplotlib imported: False' in out and 'drawing process running: True' in out, out
 
 
 def test_the_installed_ipykernel_is_one_the_click_route_is_made_for():

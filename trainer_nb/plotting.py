@@ -9,8 +9,6 @@ import fnmatch
 import io
 import math
 
-from .core import MovingAverage
-
 # %% auto #0
 __all__ = ['DEFAULT_PANELS', 'LOOP_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
 
@@ -46,6 +44,7 @@ class Curve:
                  beta: float = 0., # moving-average factor (0: no smoothing)
                  max_points: int = 400, # points kept (older ones are thinned)
                 ):
+        from trainer_nb.core import MovingAverage  # (here: `plot_worker`'s process imports this module without torch)
         self.max_points = max_points
         self.average = MovingAverage(beta) if beta else None  # None: the values are drawn as they are
         self.xs: list[float] = []
