@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from test_browser_live_view import (Lab, browser_artifacts, element_screenshot, launch_chromium, open_notebook,
-                                    outputs_text, require_browser, run_all, wait_for)
+                                    outputs_text, require_browser, run_all, status_text, wait_for)
 
 STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
 SETUP = """import json, os, time
@@ -40,7 +40,7 @@ def notebook(path: Path):
 
 
 def status_line(page) -> str:
-    return page.locator('.widget-html-content').first.inner_text()
+    return status_text(page)
 
 
 def click_and_wait(page, name: str, expect: str, shot: Path) -> str:

@@ -83,10 +83,12 @@ def cell_sources():
 
 
 def status_line(msg) -> str | None:
-    "The panel's status line, if `msg` shows it: a plain HTML output (not the bars, the table or the buttons' line)."
+    "The panel's status line, if `msg` shows it: a plain HTML output of its own ('' when it is emptied at the end)."
     if msg['msg_type'] not in ('display_data', 'update_display_data'): return None
     text = msg['content']['data'].get('text/html')
-    return text if text is not None and not text.startswith('<') else None
+    if text == '' and msg['msg_type'] == 'update_display_data': return ''
+    line = re.fullmatch(r'<div class="trainer-nb-status">(.*)</div>', text or '', re.S)
+    return line[1] if line else None
 
 
 def run_fit_and_click(kernel, subshell_id, click_after):

@@ -13,7 +13,7 @@ import sys
 from .core import in_notebook
 
 # %% auto #0
-__all__ = ['frontend', 'JupyterArea', 'MarimoArea', 'output_area']
+__all__ = ['frontend', 'marimo_mode', 'JupyterArea', 'MarimoArea', 'output_area']
 
 # %% ../nbs/09_display.ipynb #a18ffcd7
 def frontend() -> str | None:
@@ -23,6 +23,12 @@ def frontend() -> str | None:
     if marimo is None: return None
     try: return 'marimo' if marimo.running_in_notebook() else None
     except Exception: return None  # (another marimo whose API moved: no area, the text lines)
+
+def marimo_mode() -> str | None:
+    "Under marimo, how the notebook runs: 'edit' (`marimo edit`, with its stop button) or 'run' (the app view, without)."
+    marimo = sys.modules.get('marimo')
+    try: return None if marimo is None else marimo.app_meta().mode
+    except Exception: return None
 
 # %% ../nbs/09_display.ipynb #8b147c9c
 class JupyterArea:
@@ -81,7 +87,8 @@ class MarimoArea:
         self.show(mo.Html(text))
 
     def png(self, data: bytes):
-        self.html(f'<img src="data:image/png;base64,{base64.b64encode(data).decode()}" alt="plot"/>')
+        self.html(f'<img src="data:image/png;base64,{base64.b64encode(data).decode()}" alt="plot" '
+                  'style="width:auto;max-width:100%"/>')  # (its own size; wider than the cell: scaled down, not cut)
 
     def bundle(self, data: dict):
         "A mime bundle: its HTML (marimo renders no ipywidgets: the widget's view is not shown)."

@@ -268,7 +268,9 @@ class LivePlotCallback(Callback):
         self.costs = {'blit': 0.01, 'full': 0.05, 'new': 0.1, 'final': 0.05}
         self.stats, self.frames = {}, []  # frames: (when it was shown, kind) of each live frame of the fit
         self._start_steps, self._total_steps, self._first_batch = 0, None, None
-        if notebook is not False and frontend() is not None:  # (see `import_in_background`)
+        # (see `import_in_background`; not under marimo: its hook on matplotlib's import, run on a thread while a
+        # cell ends, failed the cell with "module 'marimo._output' has no attribute 'mpl'")
+        if notebook is not False and frontend() == 'jupyter':
             import_in_background('matplotlib.figure', 'matplotlib.backends.backend_agg', 'matplotlib.ticker', 'PIL.Image')
 
     def before_fit(self):

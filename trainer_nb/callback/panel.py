@@ -12,7 +12,7 @@ import time
 from .core import Callback
 from ..state import epoch_label, fit_status, is_resumable
 from ..core import format_seconds, import_in_background, time_left
-from ..display import frontend, output_area
+from ..display import frontend, marimo_mode, output_area
 from ..memory import cuda_total_mb, gpu_text
 
 # %% auto #0
@@ -101,6 +101,8 @@ PANEL_MESSAGES = {
     'no_widgets': ("There are no buttons (ipywidgets is not installed: pip install 'trainer_nb[widgets]' adds them "
                    f"where a click can reach the running cell): {_INTERRUPT_HINT}"),
     'marimo': f"marimo delivers no click to a running cell, so there are no buttons: {_MARIMO_HINT}",
+    'marimo_run': ("This app view (marimo run) has no stop button and delivers no click to a running cell, so the fit "
+                   f"runs to its end; in marimo edit, {_MARIMO_HINT}"),
     'no_route': ("Clicks cannot reach this running cell (the kernel has no comm subshells: ipykernel &lt; 7, as "
                  f"on Colab), so there are no buttons: {_INTERRUPT_HINT}"),
     'no_frontend': ("This frontend sends no widget click while a cell runs (it opened no comm subshell, as VS Code), "
@@ -201,7 +203,7 @@ class PanelStatus:
         with self.lock:
             if self.state == 'running' or (self.state == 'requested' and not self.learn.controls.waiting):
                 self._put('running', self._line())
-            elif self.state in ('no_route', 'no_frontend', 'no_widgets', 'marimo'):
+            elif self.state in ('no_route', 'no_frontend', 'no_widgets', 'marimo', 'marimo_run'):
                 self._put(self.state, f"{self._line()}. {PANEL_MESSAGES[self.state]}")
 
     def _line(self) -> str: return status_line(self.learn, self.t0, self.gpu_total_mb)
@@ -217,6 +219,10 @@ class PanelStatus:
             self.show(self.text)
 
 # %% ../../nbs/12_callback.panel.ipynb #11cfae1e
+def _line_html(text: str) -> str:
+    "The status line's HTML (its class lets a page, or a test, find it); nothing for no text."
+    return f'<div class="trainer-nb-status">{text}</div>' if text else ''
+
 class ControlPanelCallback(Callback):
     "In a notebook: buttons for `learn.controls` (where a click can reach the running cell), and a status line."
     order = 55  # before the progress bars (60): the panel comes first in the cell's output
@@ -254,7 +260,8 @@ class ControlPanelCallback(Callback):
         if self.buttons:
             for name in ('stop', 'stop_epoch', 'save', 'validate', 'scale'):
                 self.buttons[name].on_click(lambda b, name=name, status=self.status: self._clicked(name, b, status))
-        state = ('running' if self.routed else 'marimo' if where == 'marimo' else
+        marimo = ('marimo_run' if marimo_mode() == 'run' else 'marimo') if where == 'marimo' else None
+        state = ('running' if self.routed else marimo if marimo else
                  'no_widgets' if widgets is None and self.clicks is not False and where == 'jupyter' else 'no_route')
         self.status.set(state)
         self._check_t = time.perf_counter() + self.check_after if self.routed and self.check_after is not None else None
@@ -269,7 +276,7 @@ class ControlPanelCallback(Callback):
 
     def _show_line(self, text: str):
         "Put the status line on screen: at once on the loop's thread; from another (a click's), at the next batch."
-        if threading.get_ident() == self._loop_thread: self._line_area.html(text)
+        if threading.get_ident() == self._loop_thread: self._line_area.html(_line_html(text))
         else: self._pending = text
 
     def after_batch(self):
@@ -296,7 +303,7 @@ class ControlPanelCallback(Callback):
 
     def _flush(self):
         text, self._pending = self._pending, None
-        if text is not None: self._line_area.html(text)
+        if text is not None: self._line_area.html(_line_html(text))
 
     def _redraw(self):
         now = time.perf_counter()

@@ -90,6 +90,8 @@ class _HTMLMasterBar:
         self.table_out.html('')
         self.rows_html: list[str] = []  # the table's rows, rendered once each
         self.notes_html: list[str] = []  # lines under the table
+        # (Jupyter's style sheets space a table's columns; marimo's do not)
+        self.table_style = ' style="border-collapse:separate;border-spacing:14px 2px"' if where == 'marimo' else ''
 
     def update(self, val: int): self.main_bar.update(val)
     def add_child(self, child: _HTMLBar): self.child = child
@@ -107,7 +109,7 @@ class _HTMLMasterBar:
         if table: self.rows_html.append(_html_row(line, 'th' if not self.rows_html else 'td'))
         else: self.notes_html.append(f"<p>{html.escape(str(line))}</p>")
         head, body = self.rows_html[:1], self.rows_html[1:]
-        table_html = (f'<table class="trainer-nb"><thead>{"".join(head)}</thead><tbody>{"".join(body)}</tbody>'
+        table_html = (f'<table class="trainer-nb"{self.table_style}><thead>{"".join(head)}</thead><tbody>{"".join(body)}</tbody>'
                       '</table>') if head else ''
         self.table_out.html(f"<div>{table_html}{''.join(self.notes_html)}</div>")
 
