@@ -175,7 +175,7 @@ def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
 
 # %% ../../nbs/12_callback.panel.ipynb #361d9af1
 class PanelStatus:
-    "The panel's status line and its state, written by the loop, click handlers and a timer under one lock."
+    "The panel's status line and its state, written by the loop and click handlers under one lock."
     def __init__(self,
                  learn, # the learner whose fit the line describes
                  show, # `show(text)` puts the line on screen: a widget's value, or an update of a plain HTML output
