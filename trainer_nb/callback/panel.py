@@ -178,7 +178,7 @@ class PanelStatus:
     "The panel's status line and its state, written by the loop and click handlers under one lock."
     def __init__(self,
                  learn, # the learner whose fit the line describes
-                 show, # `show(text)` puts the line on screen: a widget's value, or an update of a plain HTML output
+                 show, # `show(text)` puts the line on screen: an update of the line's own output (from the loop's thread)
                 ):
         self.learn, self.show = learn, show
         self.state: str | None = None  # a key of PANEL_MESSAGES, 'requested', or 'ended'
