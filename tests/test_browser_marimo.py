@@ -138,8 +138,8 @@ def test_marimo_edit_live_view_interrupt_and_exact_resume(tmp_path, artifacts):
     shots = browser_artifacts(artifacts)
     root = tmp_path / 'root'
     root.mkdir()
-    # ~15 s: 8 epochs of 45 steps at ~30 ms each, that we interrupt after the second epoch's row
-    server = Marimo('edit', NOTEBOOK, root, tmp_path / 'state', {'TRAINER_NB_EPOCHS': '8', 'TRAINER_NB_STEP_DELAY':
+    # ~10 s: 6 epochs of 45 steps at ~30 ms each, that we interrupt after the second epoch's row
+    server = Marimo('edit', NOTEBOOK, root, tmp_path / 'state', {'TRAINER_NB_EPOCHS': '6', 'TRAINER_NB_STEP_DELAY':
                     '0.03', 'TRAINER_NB_RUN_DIR': str(root / 'run')}, shots / 'marimo_edit.log')
     try:
         with sync_playwright() as p:
@@ -171,11 +171,11 @@ def test_marimo_edit_live_view_interrupt_and_exact_resume(tmp_path, artifacts):
     assert buttons == 0
     # the interrupt: a stop at a batch boundary, resumable; the output keeps the table, the outcome line and the plot
     reason, step = result.groups()
-    assert reason == 'interrupted' and 2 * STEPS_PER_EPOCH <= int(step) < 8 * STEPS_PER_EPOCH, result.group(0)
+    assert reason == 'interrupted' and 2 * STEPS_PER_EPOCH <= int(step) < 6 * STEPS_PER_EPOCH, result.group(0)
     assert 'train_loss' in stopped and f'step {step} (interrupted); learn.resume() continues it' in stopped, stopped
     assert after == {'plots': 1, 'bars': 0, 'status': 0}, after
     # the resume button: the fit completed, to the weights of the same fit never stopped
-    assert resumed.groups() == ('completed', str(8 * STEPS_PER_EPOCH), 'True'), resumed.group(0)
+    assert resumed.groups() == ('completed', str(6 * STEPS_PER_EPOCH), 'True'), resumed.group(0)
 
 
 @pytest.mark.slow
