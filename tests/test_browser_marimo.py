@@ -160,7 +160,8 @@ def test_marimo_edit_live_view_interrupt_and_exact_resume(tmp_path, artifacts):
                      'status': page.locator('.trainer-nb-status').count()}
             page.get_by_text('Resume the fit').last.click()
             resumed = wait_for(lambda: text_matching(page, RESUMED), 180, 'the RESUMED line')
-            page.screenshot(path=str(shots / 'marimo_edit_resumed.png'), full_page=True)
+            page.get_by_text(RESUMED).last.scroll_into_view_if_needed()  # (marimo scrolls inside its own element)
+            page.screenshot(path=str(shots / 'marimo_edit_resumed.png'))
             browser.close()
     finally:
         server.close()
