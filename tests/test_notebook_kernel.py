@@ -92,7 +92,7 @@ def status_line(msg) -> str | None:
 
 
 def run_fit_and_click(kernel, subshell_id, click_after):
-    "Run the fit cell; `click_after` seconds after the panel appears, click Stop. Return what happened."
+    "Run the fit cell; `click_after` seconds after the panel appears, click Stop. Return what happened, and Stop's comm."
     ids, clicked, lines = {}, {}, []
 
     def on_message(msg):
@@ -110,7 +110,7 @@ def run_fit_and_click(kernel, subshell_id, click_after):
     msg_id = kernel.kc.execute(cell_sources()[1])
     out, updates, ended = kernel.collect(msg_id, timeout=120, on_message=on_message)
     assert clicked.get('sent'), 'the Stop button never appeared'
-    return clicked['sent'], ended, updates, lines
+    return clicked['sent'], ended, updates, lines, ids['ButtonModel']
 
 
 @pytest.mark.slow
@@ -120,7 +120,7 @@ def test_stop_click_on_a_subshell_stops_the_running_fit(tmp_path, monkeypatch):
     try:
         kernel.run(cell_sources()[0])
         subshell = kernel.create_subshell()
-        sent, ended, updates, values = run_fit_and_click(kernel, subshell, click_after=2.)
+        sent, ended, updates, values, stop_id = run_fit_and_click(kernel, subshell, click_after=2.)
         reason, steps, losses, opt_steps, epoch, epoch_iter = parse_result(kernel.run(cell_sources()[2])[0])
     finally:
         kernel.close()
@@ -129,8 +129,10 @@ def test_stop_click_on_a_subshell_stops_the_running_fit(tmp_path, monkeypatch):
     assert 0 < steps < 100 * STEPS_PER_EPOCH
     assert ended - sent < 10, 'the fit went on long after the click'
     values = [(t, v) for t, v in values if v]  # (the last update empties the line: the outcome is under the table)
-    stopping = [t for t, v in values if v.startswith('stopping after this batch')]
-    assert stopping and stopping[0] < ended, values  # handled while the cell was running
+    # handled while the cell was running: the Stop button said so at once (the status line, at the next batch)
+    stopping = [t for t, c in updates if c['comm_id'] == stop_id
+                and c['data'].get('state', {}).get('description', '').startswith('Stopping after this batch')]
+    assert stopping and stopping[0] < ended, updates[-5:]
     assert values[-1][1].startswith(f'stopped and resumable: stopped at epoch {epoch + 1}/100, '
                                     f'batch {epoch_iter}/{STEPS_PER_EPOCH}, step {steps}'), values
     assert not any('sends no widget click' in v for _, v in values)  # the frontend had a subshell
@@ -142,7 +144,7 @@ def test_click_on_the_main_shell_arrives_late_and_the_panel_points_to_the_interr
     kernel = Kernel(tmp_path)
     try:
         kernel.run(cell_sources()[0])
-        sent, ended, updates, lines = run_fit_and_click(kernel, None, click_after=0.5)
+        sent, ended, updates, lines, _ = run_fit_and_click(kernel, None, click_after=0.5)
         out, after = kernel.run(cell_sources()[2])  # the click waited in the queue before this cell
         reason, steps, *_ = parse_result(out)
     finally:

@@ -318,8 +318,9 @@ class ControlPanelCallback(Callback):
         if not status.set('stopping' if name == 'stop' else 'requested', line):  # that fit has ended
             status.late()
             return
-        if name == 'stop':
+        if name == 'stop':  # (the button says it at once: the status line shows it only at the next batch)
             for w in self.buttons.values(): w.disabled = True
+            button.description = 'Stopping after this batch...'
         elif name == 'stop_epoch': button.disabled = True
         request_control(self.learn.controls, name, self.buttons['factor'].value)  # last: see `PanelStatus`
 
