@@ -2,8 +2,9 @@
 
 A ~30 s fit of the digits MLP with the default callbacks. In the page, while it trains: **Save now** (the status
 line then says "saved checkpoints/last.pt at step N", and the file is there), **Validate now** (a validation loss
-is logged at that step), **Scale lr** with factor 0.5 (the logged lr halves from the next step) and **Stop after
-epoch** (the fit ends at the end of an epoch, resumable). The kernel reports what happened; `learn.resume()` in
+is logged at that step), **Scale lr** with factor 0.5 (the logged lr halves from the next step), then **Stop after
+epoch** in JupyterLab (the fit ends at the end of an epoch, resumable) and **Stop** in Notebook 7 (it ends after the
+current batch, resumable). The kernel reports what happened; `learn.resume()` in
 the next cell completes the fit. Screenshots of the panel go to `controls_*.png` in a temporary folder of pytest's,
 or in `$TRAINER_NB_ARTIFACTS/browser/` when that is set.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from test_browser_live_view import (Lab, browser_artifacts, element_screenshot, launch_chromium, open_notebook,
-                                    outputs_text, require_browser, run_all, wait_for)
+                                    outputs_text, require_browser, run_all, status_text, wait_for)
 
 STEPS_PER_EPOCH = 45  # the digits: 1438 training images, batches of 32
 SETUP = """import json, os, time
@@ -40,7 +41,7 @@ def notebook(path: Path):
 
 
 def status_line(page) -> str:
-    return page.locator('.widget-html-content').first.inner_text()
+    return status_text(page)
 
 
 def click_and_wait(page, name: str, expect: str, shot: Path) -> str:
@@ -57,6 +58,7 @@ def click_and_wait(page, name: str, expect: str, shot: Path) -> str:
 def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
     require_browser(app)
     from playwright.sync_api import sync_playwright
+    last_click = 'Stop after epoch' if app == 'lab' else 'Stop'
     shots = browser_artifacts(artifacts)
     root = tmp_path / 'root'
     root.mkdir()
@@ -77,7 +79,8 @@ def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
             validated = click_and_wait(page, 'Validate now', r'validated at step \d+: loss',
                                        shots / f'controls_{app}_validate.png')
             scaled = click_and_wait(page, 'Scale lr', r'lr x0\.5 from step \d+', shots / f'controls_{app}_scale_lr.png')
-            page.click("button.jupyter-button:text-is('Stop after epoch')")
+            # the last click ends the fit: Stop after epoch in JupyterLab, Stop (after this batch) in Notebook 7
+            page.click(f"button.jupyter-button:text-is('{last_click}')")
             report = wait_for(lambda: 'REPORT ' in outputs_text(page) and outputs_text(page), 90, 'the fit to stop')
             # (the panel has gone: its output is an empty HTML; the table, with the outcome line under it, stays)
             element_screenshot(page, '.jp-OutputArea-output:has(table)', shots / f'controls_{app}_stopped.png')
@@ -95,7 +98,10 @@ def test_each_control_clicked_in_the_page(tmp_path, app, artifacts):
     # Scale lr: the lr of the steps after it is half the lr it would have been (no schedule here: 3e-3)
     lrs = dict(r['lr'])
     assert lrs[steps['scale_lr']] == pytest.approx(3e-3) and lrs[steps['scale_lr'] + 1] == pytest.approx(1.5e-3), scaled
-    # Stop after epoch: the fit ended at the end of an epoch, resumable; then learn.resume() completed it
+    # Stop after epoch: the fit ended at the end of an epoch; Stop: at a batch boundary; resumable, and then
+    # learn.resume() completed it
     assert (r['stop_reason'], r['resumable']) == ('interrupted', True)
-    assert r['step'] % STEPS_PER_EPOCH == 0 and r['step'] == r['epoch'] * STEPS_PER_EPOCH, r
+    if last_click == 'Stop after epoch':
+        assert r['step'] % STEPS_PER_EPOCH == 0 and r['step'] == r['epoch'] * STEPS_PER_EPOCH, r
+    else: assert r['controls'][-1]['control'] == 'stop' and 0 < r['step'] < 12 * STEPS_PER_EPOCH, r
     assert resumed.groups() == ('completed', str(12 * STEPS_PER_EPOCH))

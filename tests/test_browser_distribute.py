@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from test_browser_live_view import (Lab, browser_artifacts, element_screenshot, launch_chromium, open_notebook,
-                                    outputs_text, require_browser, run_all, wait_for)
+                                    outputs_text, require_browser, run_all, status_text, wait_for)
 
 SETUP = """import json, os, time
 import torch
@@ -38,7 +38,7 @@ def notebook(path: Path):
 
 
 def status_line(page) -> str:
-    return page.locator('.widget-html-content').first.inner_text()
+    return status_text(page)
 
 
 TIMES = r'2 processes: slowest ([\d,]+) ms/step \(process (\d)\), fastest ([\d,]+) ms \(process (\d)\)'

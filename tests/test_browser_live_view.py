@@ -170,6 +170,12 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def status_text(page) -> str:
+    "The panel's status line as shown: a plain HTML output of its own (not a widget), '' where there is none."
+    lines = page.locator('.trainer-nb-status')
+    return lines.first.inner_text() if lines.count() else ''
+
+
 def plot_src(page):
     "The live plot's PNG as shown (a data URL), or None before it appears."
     imgs = page.locator('.jp-OutputArea-output img')
@@ -317,7 +323,7 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
             assert shot1.read_bytes() != shot2.read_bytes()
             assert plot1 != plot2 and plot2.startswith('data:image/png'), 'the live plot did not change'
             assert bars1 != bars2, (bars1, bars2)
-            running = page.locator('.widget-html-content').first.inner_text()
+            running = status_text(page)
             assert running.startswith('step ') and ' ETA ' in running, running  # the panel's status line
             # the fit cell runs: JupyterLab says busy (not idle, after the Stop button's subshell messages)
             changes = page.evaluate('() => window.__watch.status')  # (time, status) of each change the page saw

@@ -82,16 +82,22 @@ def cell_sources():
     return [c.source for c in nb.cells if c.cell_type == 'code']
 
 
-def label_values(comm_updates, label_id):
-    return [(t, c['data']['state']['value']) for t, c in comm_updates
-            if c['comm_id'] == label_id and 'value' in c['data'].get('state', {})]
+def status_line(msg) -> str | None:
+    "The panel's status line, if `msg` shows it: a plain HTML output of its own ('' when it is emptied at the end)."
+    if msg['msg_type'] not in ('display_data', 'update_display_data'): return None
+    text = msg['content']['data'].get('text/html')
+    if text == '' and msg['msg_type'] == 'update_display_data': return ''
+    line = re.fullmatch(r'<div class="trainer-nb-status">(.*)</div>', text or '', re.S)
+    return line[1] if line else None
 
 
 def run_fit_and_click(kernel, subshell_id, click_after):
-    "Run the fit cell; `click_after` seconds after the panel appears, click Stop. Return what happened."
-    ids, clicked = {}, {}
+    "Run the fit cell; `click_after` seconds after the panel appears, click Stop. Return what happened, and Stop's comm."
+    ids, clicked, lines = {}, {}, []
 
     def on_message(msg):
+        line = status_line(msg)
+        if line is not None: lines.append((time.time(), line))
         if msg['msg_type'] == 'comm_open':
             state = msg['content']['data'].get('state', {})
             ids.setdefault(state.get('_model_name'), msg['content']['comm_id'])
@@ -104,7 +110,7 @@ def run_fit_and_click(kernel, subshell_id, click_after):
     msg_id = kernel.kc.execute(cell_sources()[1])
     out, updates, ended = kernel.collect(msg_id, timeout=120, on_message=on_message)
     assert clicked.get('sent'), 'the Stop button never appeared'
-    return clicked['sent'], ended, updates, ids['HTMLModel']
+    return clicked['sent'], ended, updates, lines, ids['ButtonModel']
 
 
 @pytest.mark.slow
@@ -114,7 +120,7 @@ def test_stop_click_on_a_subshell_stops_the_running_fit(tmp_path, monkeypatch):
     try:
         kernel.run(cell_sources()[0])
         subshell = kernel.create_subshell()
-        sent, ended, updates, label = run_fit_and_click(kernel, subshell, click_after=2.)
+        sent, ended, updates, values, stop_id = run_fit_and_click(kernel, subshell, click_after=2.)
         reason, steps, losses, opt_steps, epoch, epoch_iter = parse_result(kernel.run(cell_sources()[2])[0])
     finally:
         kernel.close()
@@ -122,9 +128,11 @@ def test_stop_click_on_a_subshell_stops_the_running_fit(tmp_path, monkeypatch):
     assert steps == losses == opt_steps == epoch * STEPS_PER_EPOCH + epoch_iter
     assert 0 < steps < 100 * STEPS_PER_EPOCH
     assert ended - sent < 10, 'the fit went on long after the click'
-    values = label_values(updates, label)
-    stopping = [t for t, v in values if v.startswith('stopping after this batch')]
-    assert stopping and stopping[0] < ended, values  # handled while the cell was running
+    values = [(t, v) for t, v in values if v]  # (the last update empties the line: the outcome is under the table)
+    # handled while the cell was running: the Stop button said so at once (the status line, at the next batch)
+    stopping = [t for t, c in updates if c['comm_id'] == stop_id
+                and c['data'].get('state', {}).get('description', '').startswith('Stopping after this batch')]
+    assert stopping and stopping[0] < ended, updates[-5:]
     assert values[-1][1].startswith(f'stopped and resumable: stopped at epoch {epoch + 1}/100, '
                                     f'batch {epoch_iter}/{STEPS_PER_EPOCH}, step {steps}'), values
     assert not any('sends no widget click' in v for _, v in values)  # the frontend had a subshell
@@ -136,17 +144,17 @@ def test_click_on_the_main_shell_arrives_late_and_the_panel_points_to_the_interr
     kernel = Kernel(tmp_path)
     try:
         kernel.run(cell_sources()[0])
-        sent, ended, updates, label = run_fit_and_click(kernel, None, click_after=0.5)
+        sent, ended, updates, lines, _ = run_fit_and_click(kernel, None, click_after=0.5)
         out, after = kernel.run(cell_sources()[2])  # the click waited in the queue before this cell
         reason, steps, *_ = parse_result(out)
     finally:
         kernel.close()
     assert (reason, steps) == ('completed', 4 * STEPS_PER_EPOCH)  # the click did not reach the running cell
-    values = [v for _, v in label_values(updates, label)]
+    values = [v for _, v in lines]
     # a few seconds in, with no subshell opened by the "frontend", the panel pointed to the kernel interrupt
     assert any('sends no widget click' in v and 'interrupt the kernel' in v for v in values), values
     # when the click finally arrived, after the cell, the panel was gone (the fit leaves no widget): nothing changed
-    assert label_values(after, label) == [] and 'Error' not in out, (values, out)
+    assert after == [] and 'Error' not in out, (values, out)
 
 
 @pytest.mark.slow
@@ -206,9 +214,9 @@ def live_views(kernel, cell):
             if 'image/png' in data: seen.append((now, 'plot', None))
             bar = re.search(r'epoch (\d+)/\d+ <progress value="(\d+)"', data.get('text/html', ''))
             if bar: seen.append((now, 'bar', (int(bar[1]) - 1) * STEPS_PER_EPOCH + int(bar[2])))
-        elif kind == 'comm_msg':
-            status = re.match(r'step (\d+)/', content['data'].get('state', {}).get('value', ''))
-            if status: seen.append((now, 'status', int(status[1])))
+        line = status_line(msg)
+        status = re.match(r'step (\d+)/', line or '')
+        if status: seen.append((now, 'status', int(status[1])))
 
     kernel.collect(kernel.kc.execute(cell), timeout=120, on_message=on_message)
     return seen
@@ -239,3 +247,89 @@ def test_bar_status_line_and_plot_agree_within_a_second(tmp_path, monkeypatch):
         shown = [s for ts, s in statuses if ts <= t]
         if shown: assert abs(step - shown[-1]) <= rate * 1. + 2, (t, step, shown[-1], rate)
     assert plots[-1][0] >= bars[-1][0]  # the plot's final frame comes after the last batch's bar
+
+
+# --- A frontend that never sends on a subshell (as VS Code), and a live view with no widget at all ---
+
+def display_messages(kernel, code, timeout=120, on_message=None):
+    "Run `code`; return its display messages in order: (msg_type, display_id, data) of display_data/update_display_data."
+    seen = []
+
+    def record(msg):
+        if msg['msg_type'] in ('display_data', 'update_display_data'):
+            seen.append((msg['msg_type'], msg['content'].get('transient', {}).get('display_id'), msg['content']['data']))
+        if on_message: on_message(msg)
+
+    out, updates, _ = kernel.collect(kernel.kc.execute(code), timeout=timeout, on_message=record)
+    return seen, out, updates
+
+
+def weights_digest(kernel) -> str:
+    out, _ = kernel.run("import hashlib\nprint('DIGEST', hashlib.sha256(b''.join(p.detach().numpy().tobytes() "
+                        "for p in learn.model.parameters())).hexdigest())")
+    return re.search(r'DIGEST (\w+)', out)[1]
+
+
+@pytest.mark.slow
+def test_a_client_without_subshells_sees_no_buttons_a_live_plot_in_place_and_an_exact_resume(tmp_path, monkeypatch):
+    """VS Code's kind of client: it never opens a subshell nor sends on one. A few seconds in, the panel's buttons go
+    (their output is emptied), the status line (its own plain HTML output) says to interrupt the kernel, and the
+    live plot is one output replaced in place (update_display_data). The kernel interrupt stops the fit at a batch
+    boundary; `learn.resume()` ends with the weights of a fit never stopped."""
+    notebook_env(monkeypatch, tmp_path, epochs=8, step_delay=0.02)  # ~8 s, unless interrupted
+    setup, fit, report = cell_sources()
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.run(setup)
+        interrupted = {}
+
+        def on_message(msg):  # once the line says to interrupt, do what the user then does: ■
+            line = status_line(msg) or ''
+            if 'interrupt the kernel' in line and 'at' not in interrupted:
+                interrupted['at'] = time.time()
+                kernel.interrupt()
+
+        seen, out, comm_updates = display_messages(kernel, fit, on_message=on_message)
+        reason, steps, *_ = parse_result(kernel.run(report)[0])
+        kernel.run("learn.resume()")
+        resumed, ended = weights_digest(kernel), parse_result(kernel.run(report)[0])
+        kernel.run(setup)  # the same learner again (same seed), in a fresh run folder: a fit never stopped
+        kernel.run("learn.path = learn.path.parent / 'straight'\n" + fit)
+        straight = weights_digest(kernel)
+    finally:
+        kernel.close()
+    assert 'at' in interrupted, 'the status line never said to interrupt the kernel'
+    assert reason == 'interrupted' and 0 < steps < 8 * STEPS_PER_EPOCH, (reason, steps)
+    assert ended[:2] == ('completed', 8 * STEPS_PER_EPOCH) and resumed == straight
+    # the buttons' output: the widget's view with its fallback line, then emptied a few seconds in (no buttons)
+    widget = [(kind, did, data) for kind, did, data in seen
+              if 'application/vnd.jupyter.widget-view+json' in data]
+    assert len(widget) == 1 and 'interrupt the kernel' in widget[0][2]['text/html'], widget
+    assert [d['text/html'] for k, did, d in seen if did == widget[0][1] and k == 'update_display_data'][0] == ''
+    lines = [status_line({'msg_type': k, 'content': {'data': d}}) for k, _, d in seen]
+    assert any(l and 'sends no widget click' in l and 'interrupt the kernel' in l for l in lines), lines
+    # the live plot: one output, then replaced in place
+    plots = [(kind, did) for kind, did, data in seen if 'image/png' in data]
+    assert plots[0][0] == 'display_data' and sum(k == 'display_data' for k, _ in plots) == 1, plots
+    assert len(plots) >= 3 and all(k == 'update_display_data' and did == plots[0][1] for k, did in plots[1:]), plots
+
+
+@pytest.mark.slow
+def test_without_ipywidgets_the_live_view_shows_and_no_widget_is_made(tmp_path, monkeypatch):
+    "ipywidgets hidden from import (an install without the [widgets] extra): the bars, table, status line and plot show; no comm is opened."
+    notebook_env(monkeypatch, tmp_path, epochs=2)
+    setup, fit, report = cell_sources()
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.run("import sys; sys.modules['ipywidgets'] = None  # (import ipywidgets now raises ImportError)")
+        kernel.run(setup)
+        seen, out, comm_updates = display_messages(kernel, fit)
+        reason, *_ = parse_result(kernel.run(report)[0])
+        modules, _ = kernel.run("print('IPYWIDGETS', sys.modules['ipywidgets'])")
+    finally:
+        kernel.close()
+    assert reason == 'completed' and 'IPYWIDGETS None' in modules
+    assert comm_updates == [] and not any('application/vnd.jupyter.widget-view+json' in d for _, _, d in seen)
+    lines = [l for l in (status_line({'msg_type': k, 'content': {'data': d}}) for k, _, d in seen) if l]
+    assert any("trainer_nb[widgets]" in l and 'interrupt the kernel' in l for l in lines), lines
+    assert any('<table' in d.get('text/html', '') for _, _, d in seen) and any('image/png' in d for _, _, d in seen)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from .core import Callback
 from ..files import atomic_write
-from ..core import import_in_background, in_notebook, time_left
+from ..core import import_in_background, time_left
+from ..display import frontend, output_area
 from ..plotting import DEFAULT_PANELS, LOOP_PANELS, LiveFigure, PlotData
 from ..plot_worker import encode_snapshot, shared_worker, snapshot
 from ..writers import metrics_series, read_metrics
@@ -181,9 +182,9 @@ class LivePlot:
         self.figure = _take_figure(self.data.layout, self.data.notes, self.panel_size, self.dpi, self.data.references)
 
     def _show(self, png: bytes):
-        from IPython.display import Image, display
-        if self._handle is None: self._handle = display(Image(data=png, format='png'), display_id=True)
-        else: self._handle.update(Image(data=png, format='png'))
+        "Show a frame in the plot's output area (`trainer_nb.display`): the first makes it, the next replace it."
+        if self._handle is None: self._handle = getattr(self, 'area', None) or output_area(frontend() or 'jupyter')
+        self._handle.png(png)
 
 # %% ../../nbs/11_callback.liveplot.ipynb #309d5ab2
 def choose_frame(plot: LivePlot, # the fit's plot (what is new in the storage is read into it here)
@@ -283,17 +284,22 @@ class LivePlotCallback(Callback):
         self.frame_log: list[dict] = []  # each frame drawn by the drawing process: what it showed (see below)
         self.process, self._worker, self._request, self._sent, self._due = process, None, None, None, math.inf
         self._start_steps, self._total_steps, self._first_batch = 0, None, None
-        # started now, the drawing process has imported matplotlib before the fit; without it, this process does
-        if notebook is not False and in_notebook() and not (process and shared_worker()):  # (see `import_in_background`)
+        # started now, the drawing process has imported matplotlib before the fit; without it, this process imports
+        # it on a thread, in Jupyter only (under marimo, its hook on matplotlib's import, run on a thread while a cell
+        # ends, failed the cell with "module 'marimo._output' has no attribute 'mpl'"; see `import_in_background`)
+        where = None if notebook is False else frontend()
+        if where is not None and not (process and shared_worker()) and where == 'jupyter':
             import_in_background('matplotlib.figure', 'matplotlib.backends.backend_agg', 'matplotlib.ticker', 'PIL.Image')
 
     def before_fit(self):
         state = self.learn.fit_state
         self._start_steps, self._total_steps = state.fit_steps, state.total_steps
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
-        live = in_notebook() if self.notebook is None else self.notebook
+        where = frontend()  # 'jupyter', 'marimo' or None (see `trainer_nb.display`)
+        live = where is not None if self.notebook is None else self.notebook
         if self.default_panels: self.plot.data.panels = dict(LOOP_PANELS if self.learn.own_loop else DEFAULT_PANELS)
         self.plot.start(live, x_end)
+        self.plot.area = output_area(where or 'jupyter') if live else None  # (made here, on the loop's thread)
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]
         runs = {label: run_series(f) for label, f in zip(run_labels(folders), folders)}
         self.plot.data.set_references(runs, smoothed=[n for s in runs.values() for n in s if n.startswith('train/')])

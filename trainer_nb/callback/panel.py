@@ -5,17 +5,19 @@
 # %% ../../nbs/12_callback.panel.ipynb #6b5ba5cf
 from __future__ import annotations
 
+import html
 import threading
 import time
 
 from .core import Callback
 from ..state import epoch_label, fit_status, is_resumable
-from ..core import format_seconds, import_in_background, in_notebook, time_left
+from ..core import format_seconds, import_in_background, time_left
+from ..display import frontend, marimo_mode, output_area
 from ..memory import cuda_total_mb, gpu_text
 
 # %% auto #0
 __all__ = ['CLICK_ROUTE_IPYKERNEL', 'PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells',
-           'status_line', 'PanelStatus', 'ControlPanelCallback', 'request_control']
+           'widget_bundle', 'status_line', 'PanelStatus', 'ControlPanelCallback', 'request_control']
 
 # %% ../../nbs/12_callback.panel.ipynb #4dadc071
 CLICK_ROUTE_IPYKERNEL = ((7, 0), (8, 0))  # the ipykernel versions whose private routing this relies on (tested: 7.4)
@@ -91,8 +93,16 @@ def _kernel():
 _INTERRUPT_HINT = ("interrupt the kernel (&#9632; in the toolbar, or I, I) to stop it cleanly after the current batch; "
                    "learn.resume() then continues it")
 
+_MARIMO_HINT = ("press marimo's stop button (&#9632;, Interrupt) to stop it cleanly after the current batch; "
+                "learn.resume() then continues it")
+
 PANEL_MESSAGES = {
     'running': "running",
+    'no_widgets': ("There are no buttons (ipywidgets is not installed: pip install 'trainer_nb[widgets]' adds them "
+                   f"where a click can reach the running cell): {_INTERRUPT_HINT}"),
+    'marimo': f"marimo delivers no click to a running cell, so there are no buttons: {_MARIMO_HINT}",
+    'marimo_run': ("This app view (marimo run) has no stop button and delivers no click to a running cell, so the fit "
+                   f"runs to its end; in marimo edit, {_MARIMO_HINT}"),
     'no_route': ("Clicks cannot reach this running cell (the kernel has no comm subshells: ipykernel &lt; 7, as "
                  f"on Colab), so there are no buttons: {_INTERRUPT_HINT}"),
     'no_frontend': ("This frontend sends no widget click while a cell runs (it opened no comm subshell, as VS Code), "
@@ -101,6 +111,19 @@ PANEL_MESSAGES = {
     'late': ("This click reached the kernel only after the fit had ended: this frontend does not deliver widget "
              f"clicks while a cell runs. Next time, {_INTERRUPT_HINT}"),
 }
+
+def _ipywidgets():
+    "The ipywidgets module, or None where it is not installed (it is an extra: `trainer_nb[widgets]`)."
+    try: import ipywidgets
+    except ImportError: return None
+    return ipywidgets
+
+def widget_bundle(widget, text: str) -> dict:
+    """A mime bundle that shows `widget` where the frontend has a widget manager, and the line `text` (HTML) where it
+    has none (nteract, a JupyterLab without `jupyterlab_widgets`), instead of the widget's repr."""
+    return {'application/vnd.jupyter.widget-view+json': {'version_major': 2, 'version_minor': 0,
+                                                         'model_id': widget.model_id},
+            'text/html': f"<p>{text}</p>", 'text/plain': html.unescape(text)}
 
 def _buttons(widgets) -> dict:
     "The panel's buttons and the lr factor, by name."
@@ -152,10 +175,10 @@ def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
 
 # %% ../../nbs/12_callback.panel.ipynb #361d9af1
 class PanelStatus:
-    "The panel's status line and its state, written by the loop, click handlers and a timer under one lock."
+    "The panel's status line and its state, written by the loop and click handlers under one lock."
     def __init__(self,
                  learn, # the learner whose fit the line describes
-                 show, # `show(text)` puts the line on screen: a widget's value, or an update of a plain HTML output
+                 show, # `show(text)` puts the line on screen: an update of the line's own output (from the loop's thread)
                 ):
         self.learn, self.show = learn, show
         self.state: str | None = None  # a key of PANEL_MESSAGES, 'requested', or 'ended'
@@ -180,7 +203,7 @@ class PanelStatus:
         with self.lock:
             if self.state == 'running' or (self.state == 'requested' and not self.learn.controls.waiting):
                 self._put('running', self._line())
-            elif self.state in ('no_route', 'no_frontend'):
+            elif self.state in ('no_route', 'no_frontend', 'no_widgets', 'marimo', 'marimo_run'):
                 self._put(self.state, f"{self._line()}. {PANEL_MESSAGES[self.state]}")
 
     def _line(self) -> str: return status_line(self.learn, self.t0, self.gpu_total_mb)
@@ -196,8 +219,12 @@ class PanelStatus:
             self.show(self.text)
 
 # %% ../../nbs/12_callback.panel.ipynb #11cfae1e
+def _line_html(text: str) -> str:
+    "The status line's HTML (its class lets a page, or a test, find it); nothing for no text."
+    return f'<div class="trainer-nb-status">{text}</div>' if text else ''
+
 class ControlPanelCallback(Callback):
-    "In a notebook: buttons for `learn.controls`, a status line, and the widgets of other callbacks."
+    "In a notebook: buttons for `learn.controls` (where a click can reach the running cell), and a status line."
     order = 55  # before the progress bars (60): the panel comes first in the cell's output
     rank0_only = True
     def __init__(self,
@@ -210,50 +237,57 @@ class ControlPanelCallback(Callback):
         self.buttons, self.button, self.box = {}, None, None  # (`button`: Stop)
         self.status: PanelStatus | None = None  # the status line of the current (or last) fit
         self.routed, self.shown = False, False
-        self._timer: threading.Timer | None = None
-        self._handle, self._row, self._next = None, None, 0.
-        if notebook is not False and in_notebook(): import_in_background('ipywidgets')  # (see `import_in_background`)
+        self._handle = self._line_area = None  # the output areas of the buttons and of the status line
+        self._row, self._next, self._check_t = None, 0., None
+        self._loop_thread, self._pending = None, None  # (a line set on another thread waits for the loop's)
+        if notebook is not False and frontend() == 'jupyter': import_in_background('ipywidgets')  # (see `import_in_background`)
 
     def before_fit(self):
-        self.shown = in_notebook() if self.notebook is None else self.notebook
+        where = frontend()
+        self.shown = where is not None if self.notebook is None else self.notebook
         if not self.shown: return
-        import ipywidgets as widgets
-        from IPython.display import HTML, display
-        self.buttons = {} if self.clicks is False else _buttons(widgets)
+        where = where or 'jupyter'  # (forced with notebook=True outside a notebook: as in Jupyter)
+        widgets = _ipywidgets() if where == 'jupyter' and self.clicks is not False else None
+        self.buttons = _buttons(widgets) if widgets is not None else {}
         self.routed = bool(self.buttons) and all([route_to_frontend_subshell(w) for w in self.buttons.values()])
         if self.buttons and not (self.routed or self.clicks):  # no click can reach the running cell: no buttons
             for w in self.buttons.values(): w.close()
             self.buttons = {}
-        self.button, self._next = self.buttons.get('stop'), time.perf_counter()
-        if self.buttons: self._show_widgets(widgets, display)
-        else:  # one line of plain HTML, updated as the fit goes: it needs no widget at all
-            self._handle = display(HTML(''), display_id=True)
-            self.status = PanelStatus(self.learn, lambda text: self._handle.update(HTML(text)))
-        self.status.set('running' if self.routed else 'no_route')
-        if self.routed and self.check_after is not None:
-            self._timer = threading.Timer(self.check_after, self._check_frontend)
-            self._timer.daemon = True
-            self._timer.start()
+        self.button, self._next, self._loop_thread, self._pending = self.buttons.get('stop'), 0., threading.get_ident(), None
+        if self.buttons: self._show_widgets(widgets, where)
+        self._line_area = output_area(where)  # the status line: plain HTML under the buttons, updated in place
+        self.status = PanelStatus(self.learn, self._show_line)
+        if self.buttons:
+            for name in ('stop', 'stop_epoch', 'save', 'validate', 'scale'):
+                self.buttons[name].on_click(lambda b, name=name, status=self.status: self._clicked(name, b, status))
+        marimo = ('marimo_run' if marimo_mode() == 'run' else 'marimo') if where == 'marimo' else None
+        state = ('running' if self.routed else marimo if marimo else
+                 'no_widgets' if widgets is None and self.clicks is not False and where == 'jupyter' else 'no_route')
+        self.status.set(state)
+        self._check_t = time.perf_counter() + self.check_after if self.routed and self.check_after is not None else None
 
-    def _show_widgets(self, widgets, display):
-        "The buttons, the status line under them, then the widgets of other callbacks."
-        label = widgets.HTML()
-        self.status = PanelStatus(self.learn, lambda text: setattr(label, 'value', text))
-        for name in ('stop', 'stop_epoch', 'save', 'validate', 'scale'):
-            self.buttons[name].on_click(lambda b, name=name, status=self.status: self._clicked(name, b, status))
+    def _show_widgets(self, widgets, where: str):
+        "The buttons, then the widgets of other callbacks, in one widget shown with a line of HTML as its fallback."
         own = [w for w in (cb.panel_widget() for cb in self.learn.cbs if cb is not self) if w is not None]
         self._row = widgets.HBox(list(self.buttons.values()))
-        self.box = widgets.VBox([self._row, label, *own])
-        self._handle = display(self.box, display_id=True)
+        self.box = widgets.VBox([self._row, *own])
+        self._handle = output_area(where)
+        self._handle.bundle(widget_bundle(self.box, f"Stop: {_INTERRUPT_HINT}."))
+
+    def _show_line(self, text: str):
+        "Put the status line on screen: at once on the loop's thread; from another (a click's), at the next batch."
+        if threading.get_ident() == self._loop_thread: self._line_area.html(_line_html(text))
+        else: self._pending = text
 
     def after_batch(self):
-        if self.shown and time.perf_counter() >= self._next: self._redraw()
+        if not self.shown: return
+        if time.perf_counter() >= self._next: self._redraw()
+        elif self._pending is not None: self._flush()
     def after_validate(self):
         if self.shown: self._redraw()
 
     def after_fit(self):
-        if self._timer is not None: self._timer.cancel()
-        self._timer = None
+        self._check_t = None
         if not self.shown: return
         self.shown = False
         for w in self.buttons.values(): w.disabled = True  # (a click from now on comes too late)
@@ -262,13 +296,20 @@ class ControlPanelCallback(Callback):
 
     def _leave_no_widget(self):
         "The fit is over: its cell keeps no widget (saved and reopened, it would say 'model not found')."
-        from IPython.display import HTML
-        self._handle.update(HTML(''))  # (the outcome is the line under the progress table)
+        self._line_area.html('')  # (the outcome is the line under the progress table)
+        if self._handle is not None: self._handle.html('')
         if self.box is not None:
             for w in [*self.buttons.values(), *self.box.children, self.box]: w.close()
 
+    def _flush(self):
+        text, self._pending = self._pending, None
+        if text is not None: self._line_area.html(_line_html(text))
+
     def _redraw(self):
-        self._next = time.perf_counter() + self.every
+        now = time.perf_counter()
+        self._next = now + self.every
+        if self._check_t is not None and now >= self._check_t: self._check_frontend()
+        self._flush()
         self.status.redraw()
 
     def _clicked(self, name: str, button, status: PanelStatus):
@@ -277,15 +318,18 @@ class ControlPanelCallback(Callback):
         if not status.set('stopping' if name == 'stop' else 'requested', line):  # that fit has ended
             status.late()
             return
-        if name == 'stop':
+        if name == 'stop':  # (the button says it at once: the status line shows it only at the next batch)
             for w in self.buttons.values(): w.disabled = True
+            button.description = 'Stopping after this batch...'
         elif name == 'stop_epoch': button.disabled = True
         request_control(self.learn.controls, name, self.buttons['factor'].value)  # last: see `PanelStatus`
 
     def _check_frontend(self):
-        "A few seconds in (on a timer thread): if the frontend opened no subshell to send clicks on, no buttons."
+        "A few seconds in (on the loop's thread): if the frontend opened no subshell to send clicks on, no buttons."
+        self._check_t = None
         if self.status.state not in ('running', 'requested') or frontend_subshells() != 0: return
         self.box.children = tuple(w for w in self.box.children if w is not self._row)  # (they would do nothing)
+        if not self.box.children: self._handle.html('')
         self.status.set('no_frontend')
 
 # %% ../../nbs/12_callback.panel.ipynb #9a8eed60
