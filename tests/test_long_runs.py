@@ -156,3 +156,52 @@ def test_resume_auto_starts_continues_or_refuses(tmp_path):
     shorter = digits_learner(path=tmp_path, progress=False, device='cpu', bs=128)  # other data: fewer batches
     with pytest.raises(RuntimeError, match="12 batches an epoch|23 batches an epoch"):
         shorter.fit(1, resume='auto')
+
+
+class ScaleBatch(LambdaCallback):
+    "Scales the inputs of the training batches of `steps` (the first time each comes) by `scale`: the loss blows up."
+    def __init__(self, steps, scale=1e4):
+        done = set()
+        def before_batch(learn):
+            if learn.training and learn.step in steps and learn.step not in done:
+                done.add(learn.step)
+                learn.xb = (learn.xb[0] * scale,)
+        super().__init__(before_batch=before_batch)
+
+
+def test_a_loss_spike_rolls_back_skips_its_batches_and_ends_with_the_same_weights_twice(tmp_path):
+    from trainer_nb.callback.long_runs import LossSpikes
+    import json
+
+    def run(name):
+        learn = digits_learner(path=tmp_path / name, progress=False, device='cpu',
+                               cbs=[LossSpikes(window=10, keep_every=5)])
+        learn.fit(2, cbs=ScaleBatch({17}, scale=float('nan')) if name == 'nan' else ScaleBatch({17}))
+        return learn
+
+    one, two = run('one'), run('two')
+    for learn in (one, two):
+        assert learn.stop_reason == 'completed'
+        [rollback] = learn.loss_spikes.rollbacks
+        assert (rollback['step'], rollback['to_step']) == (17, 15)
+        assert rollback['skipped'] == [{'epoch': 0, 'first': 15, 'last': 17}]  # the 3 batches since step 15
+        assert learn.step == 46 - 3
+    assert weights(one.model) == weights(two.model)
+    entry = json.loads((tmp_path / 'one' / 'run.json').read_text())['entries'][-1]
+    assert entry['rollbacks'][0]['skipped'] == [{'epoch': 0, 'first': 15, 'last': 17}]
+    assert [v for v, _ in one.storage.history('spikes/rollback').values()] == [2]
+    nan = run('nan')  # a NaN loss: rolled back the same way
+    assert nan.stop_reason == 'completed' and nan.loss_spikes.rollbacks[0]['loss'] == 'nan'
+    assert weights(nan.model) == weights(one.model)
+
+
+def test_a_spike_at_every_step_stops_after_the_rollbacks_allowed(tmp_path):
+    from trainer_nb.callback.long_runs import LossSpikes
+    learn = digits_learner(path=tmp_path, progress=False, device='cpu',
+                           cbs=[LossSpikes(window=5, keep_every=5, max_rollbacks=3, within=50)])
+    spikes = LambdaCallback(before_batch=lambda l: setattr(l, 'xb', (l.xb[0] * 1e4,)) if l.training and l.step >= 8 else None)
+    learn.fit(2, cbs=spikes)
+    assert learn.stop_reason == 'loss_spike' and len(learn.loss_spikes.rollbacks) == 3
+    assert learn.step == 8  # the weights before the spike that stopped it: good ones
+    assert [r['skipped'][0]['first'] for r in learn.loss_spikes.rollbacks] == [5, 9, 13]  # (each time, from the kept step 5)
+    assert all(torch.isfinite(p).all() for p in learn.model.parameters())

@@ -5,8 +5,10 @@
 # %% ../../nbs/13b_callback.long_runs.ipynb #02009284
 from __future__ import annotations
 
+import copy
 import datetime
 import io
+import math
 import signal
 import threading
 import time
@@ -14,14 +16,18 @@ from collections import deque
 
 import torch
 
-from .core import Callback
-from ..checkpoint import CheckpointError, check_learner_state, load_checkpoint
-from ..core import format_seconds
+from .checkpoint import PeriodicCheckpoints, SaveOnStop
+from .core import DISPLAY_CALLBACKS, Callback, CancelBatchException
+from .recorder import Recorder, Throughput, WriterCallback
+from .run_record import RunRecord
+from ..checkpoint import CheckpointError, check_learner_state, load_checkpoint, load_model_state, model_state
+from ..core import whole_number
 from ..data import loader_len
+from ..state import callback_keys, rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['EXIT_REQUEUE', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit', 'other_run',
-           'auto_resume', 'long_fit']
+           'auto_resume', 'long_fit', 'skipped_spans', 'LossSpikes']
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #85cc1007
 EXIT_REQUEUE = 75  # a script's exit status when running it again continues the fit (EX_TEMPFAIL: "try again later")
@@ -202,3 +208,102 @@ def long_fit(learn,
         how = 'fresh' if resume is None else auto_resume(learn, n_epochs, n_steps)
         if how == 'fresh': start()
         elif how == 'resume': learn._run_fit(*learn._resumed(cbs))
+
+# %% ../../nbs/13b_callback.long_runs.ipynb #f761fbfb
+def skipped_spans(start: tuple[int, int], end: tuple[int, int]) -> list[dict]:
+    "The training batches from position `start` (epoch, first batch index) to `end` (epoch, last batch index), by epoch."
+    (e0, i0), (e1, i1) = start, end
+    if e0 == e1: return [{'epoch': e0, 'first': i0, 'last': i1}]
+    return [{'epoch': e0, 'first': i0, 'last': None}] + [{'epoch': e, 'first': 0, 'last': None} for e in range(e0 + 1, e1)] \
+           + [{'epoch': e1, 'first': 0, 'last': i1}]
+
+class LossSpikes(Callback):
+    "Opt-in: at a non-finite loss, or one above `factor` x the mean of the last `window`, go back to the last kept boundary and skip the batches since."
+    order = 40  # before the Recorder (50): a batch rolled back is not recorded as a step
+    run_valid = False
+    during_lr_find = False
+    def __init__(self,
+                 factor: float = 3., # a loss above factor x the mean of the last `window` losses is a spike
+                 window: int = 20, # losses the mean is taken over (no spike is seen before the window is full)
+                 keep_every: int = 20, # keep the state in memory every this many steps (a copy of model and optimizer)
+                 max_rollbacks: int = 3, # more rollbacks than this within `within` batches: the fit stops
+                 within: int = 200, # training batches
+                 lr_scale: float | None = None, # after a rollback, scale the lr by this (`learn.controls.scale_lr`)
+                ):
+        if not factor > 1: raise ValueError(f"LossSpikes(factor=...) must be > 1, got {factor!r}.")
+        for name, value in (('window', window), ('keep_every', keep_every), ('max_rollbacks', max_rollbacks),
+                            ('within', within)): whole_number(value, name)
+        self.factor, self.window, self.keep_every = factor, window, keep_every
+        self.max_rollbacks, self.within, self.lr_scale = max_rollbacks, within, lr_scale
+        self.rollbacks: list[dict] = []  # each: the step and batch of the spike, its loss, the batches skipped
+        self.losses: deque = deque(maxlen=window)
+        self.kept: dict | None = None  # the state of the last kept boundary
+
+    def before_fit(self):
+        self.losses.clear()
+        self._keep()  # (where a fit starts, or resumes, is a boundary to come back to)
+
+    def after_step(self):
+        if self.learn.fit_state.step % self.keep_every == 0: self._keep()
+
+    def after_loss(self):
+        learn = self.learn
+        loss = float(learn.loss.detach())  # (one synchronisation a batch on a GPU)
+        spike = not math.isfinite(loss) or (len(self.losses) == self.window and loss > self.factor * (sum(self.losses) / self.window))
+        if learn.world_size > 1: spike = learn.comm.any(spike)  # (all processes roll back together)
+        if not spike:
+            self.losses.append(loss)
+            return
+        self._roll_back(loss)
+        raise CancelBatchException  # (this batch: no backward, no step)
+
+    def _keep(self):
+        "Keep, in memory, what a rollback puts back: model, optimizer, tracked objects, callbacks, step counters, random states."
+        learn, state = self.learn, self.learn.fit_state
+        self.kept = {'model': {k: v.detach().clone() for k, v in model_state(learn.raw_model).items()},
+                     'opt': copy.deepcopy(learn.opt.state_dict()),
+                     'tracked': {n: copy.deepcopy(o.state_dict()) for n, o in learn.tracked.items()},
+                     'callbacks': {k: copy.deepcopy(cb.state_dict()) for k, cb in self._restored().items()},
+                     'counters': {k: getattr(state, k) for k in ('step', 'fit_steps', 'last_eval_step')},
+                     'position': (state.epoch, state.epoch_iter), 'rng': rng_states()}
+
+    def _restored(self) -> dict:
+        "The callbacks a rollback puts back (schedules, yours...): not those that record what happened, nor displays."
+        learn = self.learn
+        records = (Recorder, Throughput, WriterCallback, RunRecord, PeriodicCheckpoints, SaveOnStop, Preemption, TimeLimit)
+        cbs = [cb for cb in learn.cbs if not isinstance(cb, records) and cb is not self and cb.name not in DISPLAY_CALLBACKS]
+        return callback_keys(cbs)
+
+    def _roll_back(self, loss: float):
+        learn, state, kept = self.learn, self.learn.fit_state, self.kept
+        recent = [r for r in self.rollbacks if state.batches - r['batch'] < self.within]
+        if len(recent) >= self.max_rollbacks:  # (it keeps coming back: stop, with the last good weights)
+            learn.controls.request_stop('loss_spike' if math.isfinite(loss) else 'nonfinite')
+            if learn.rank == 0: print(f"trainer_nb: {len(recent) + 1} loss spikes within {self.within} batches: stopping at step {state.step}", flush=True)
+            return
+        record = {'step': state.step, 'batch': state.batches, 'loss': loss if math.isfinite(loss) else str(loss),
+                  'to_step': kept['counters']['step'], 'skipped': skipped_spans(kept['position'], (state.epoch, state.iter))}
+        load_model_state(learn.raw_model, kept['model'])
+        learn.opt.load_state_dict(copy.deepcopy(kept['opt']))
+        for name, obj in learn.tracked.items(): obj.load_state_dict(copy.deepcopy(kept['tracked'][name]))
+        for key, cb in self._restored().items():
+            if key in kept['callbacks']: cb.load_state_dict(copy.deepcopy(kept['callbacks'][key]))
+        for k, v in kept['counters'].items(): setattr(state, k, v)
+        state.pending_micro = 0
+        learn.opt.zero_grad(set_to_none=True)
+        set_rng_states(kept['rng'])
+        kept['position'] = (state.epoch, state.epoch_iter)  # (a later rollback to it skips from here)
+        learn.storage.iter = state.step
+        learn.storage.put_scalar('spikes/rollback', record['step'] - record['to_step'], smoothing_hint=False)
+        self.rollbacks.append(record)  # (the losses before the spike stay what the next ones are measured against)
+        if learn.rank == 0:
+            print(f"trainer_nb: loss {loss:.4g} at step {record['step']}: back to step {record['to_step']}, skipping "
+                  f"batches {record['skipped']}", flush=True)
+        if self.lr_scale is not None: learn.controls.scale_lr(self.lr_scale)
+
+    def after_fit(self):
+        record = getattr(self.learn, 'run_record', None)  # (run.json names the batches skipped)
+        if record is not None and record.entry is not None: record.entry['rollbacks'] = list(self.rollbacks)
+
+    def state_dict(self) -> dict: return {'rollbacks': [dict(r) for r in self.rollbacks]}
+    def load_state_dict(self, state: dict): self.rollbacks = [dict(r) for r in state['rollbacks']]
