@@ -27,7 +27,7 @@ from ..state import callback_keys, rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['EXIT_REQUEUE', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit', 'other_run',
-           'auto_resume', 'long_fit', 'skipped_spans', 'LossSpikes']
+           'auto_resume', 'long_fit', 'skipped_spans', 'copied', 'LossSpikes']
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #85cc1007
 EXIT_REQUEUE = 75  # a script's exit status when running it again continues the fit (EX_TEMPFAIL: "try again later")
@@ -217,6 +217,13 @@ def skipped_spans(start: tuple[int, int], end: tuple[int, int]) -> list[dict]:
     return [{'epoch': e0, 'first': i0, 'last': None}] + [{'epoch': e, 'first': 0, 'last': None} for e in range(e0 + 1, e1)] \
            + [{'epoch': e1, 'first': 0, 'last': i1}]
 
+def copied(obj):
+    "A copy of `obj` (dicts, lists and tuples of tensors and plain values) whose tensors are clones: what a rollback puts back."
+    if isinstance(obj, torch.Tensor): return obj.detach().clone()
+    if isinstance(obj, dict): return {k: copied(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)): return type(obj)(copied(v) for v in obj)
+    return copy.deepcopy(obj)  # (plain values: numbers, strings, None)
+
 class LossSpikes(Callback):
     "Opt-in: at a non-finite loss, or one above `factor` x the mean of the last `window`, go back to the last kept boundary and skip the batches since."
     order = 40  # before the Recorder (50): a batch rolled back is not recorded as a step
@@ -260,10 +267,9 @@ class LossSpikes(Callback):
     def _keep(self):
         "Keep, in memory, what a rollback puts back: model, optimizer, tracked objects, callbacks, step counters, random states."
         learn, state = self.learn, self.learn.fit_state
-        self.kept = {'model': {k: v.detach().clone() for k, v in model_state(learn.raw_model).items()},
-                     'opt': copy.deepcopy(learn.opt.state_dict()),
-                     'tracked': {n: copy.deepcopy(o.state_dict()) for n, o in learn.tracked.items()},
-                     'callbacks': {k: copy.deepcopy(cb.state_dict()) for k, cb in self._restored().items()},
+        self.kept = {'model': copied(model_state(learn.raw_model)), 'opt': copied(learn.opt.state_dict()),
+                     'tracked': {n: copied(o.state_dict()) for n, o in learn.tracked.items()},
+                     'callbacks': {k: copied(cb.state_dict()) for k, cb in self._restored().items()},
                      'counters': {k: getattr(state, k) for k in ('step', 'fit_steps', 'last_eval_step')},
                      'position': (state.epoch, state.epoch_iter), 'rng': rng_states()}
 
@@ -284,10 +290,10 @@ class LossSpikes(Callback):
         record = {'step': state.step, 'batch': state.batches, 'loss': loss if math.isfinite(loss) else str(loss),
                   'to_step': kept['counters']['step'], 'skipped': skipped_spans(kept['position'], (state.epoch, state.iter))}
         load_model_state(learn.raw_model, kept['model'])
-        learn.opt.load_state_dict(copy.deepcopy(kept['opt']))
-        for name, obj in learn.tracked.items(): obj.load_state_dict(copy.deepcopy(kept['tracked'][name]))
+        learn.opt.load_state_dict(copied(kept['opt']))
+        for name, obj in learn.tracked.items(): obj.load_state_dict(copied(kept['tracked'][name]))
         for key, cb in self._restored().items():
-            if key in kept['callbacks']: cb.load_state_dict(copy.deepcopy(kept['callbacks'][key]))
+            if key in kept['callbacks']: cb.load_state_dict(copied(kept['callbacks'][key]))
         for k, v in kept['counters'].items(): setattr(state, k, v)
         state.pending_micro = 0
         learn.opt.zero_grad(set_to_none=True)
