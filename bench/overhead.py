@@ -333,6 +333,20 @@ def tracker_writer(name: str, root: Path):
     return MLflowWriter(project='bench', tracking_uri=(root / 'mlruns').as_uri())
 
 
+def counted_call(handler, spent: dict, key: str):
+    "Call `handler()`, adding its seconds and its Python calls (counted with sys.setprofile) to `spent[key]`."
+    calls = [0]
+    def count(frame, what, arg):
+        if what in ('call', 'c_call'): calls[0] += 1
+    t = time.perf_counter()
+    sys.setprofile(count)
+    try: handler()
+    finally:
+        sys.setprofile(None)
+        seconds, n = spent.get(key, (0., 0))
+        spent[key] = (seconds + time.perf_counter() - t, n + calls[0])
+
+
 def timed_report(writer):
     "A `ReportCallback` that adds up the seconds and the Python calls of each of its handlers."
     from trainer_nb.trackers import ReportCallback
@@ -340,17 +354,7 @@ def timed_report(writer):
     class TimedReport(ReportCallback):
         spent = {}
 
-        def _timed(self, event, handler):
-            calls = [0]
-            def count(frame, what, arg):
-                if what in ('call', 'c_call'): calls[0] += 1
-            t = time.perf_counter()
-            sys.setprofile(count)
-            try: handler()
-            finally:
-                sys.setprofile(None)
-                seconds, n = self.spent.get(event, (0., 0))
-                self.spent[event] = (seconds + time.perf_counter() - t, n + calls[0])
+        def _timed(self, event, handler): counted_call(handler, self.spent, event)
 
         def before_fit(self): self._timed('before_fit', super().before_fit)
         def after_batch(self): self._timed('after_batch', super().after_batch)
@@ -419,19 +423,7 @@ def counted(cb, events):
     "Wrap `cb`'s handlers of `events` to add up their seconds and Python calls (sys.setprofile) into `cb.spent`."
     cb.spent = {}
     for event in events:
-        handler = getattr(cb, event)
-        def run(handler=handler, event=event):
-            calls = [0]
-            def count(frame, what, arg):
-                if what in ('call', 'c_call'): calls[0] += 1
-            t = time.perf_counter()
-            sys.setprofile(count)
-            try: handler()
-            finally:
-                sys.setprofile(None)
-                seconds, n = cb.spent.get(event, (0., 0))
-                cb.spent[event] = (seconds + time.perf_counter() - t, n + calls[0])
-        setattr(cb, event, run)
+        setattr(cb, event, lambda handler=getattr(cb, event), event=event: counted_call(handler, cb.spent, event))
     return cb
 
 
