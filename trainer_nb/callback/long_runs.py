@@ -157,7 +157,7 @@ class TimeLimit(Callback):
         valid = self.learn.dls.valid  # (none measured yet: as long as a step for each validation batch)
         return (loader_len(valid) or 1) * max(self.step_times) if valid is not None else 0.
 
-# %% ../../nbs/13b_callback.long_runs.ipynb #49188cf8
+# %% ../../nbs/13b_callback.long_runs.ipynb #7d67b1f8
 def other_run(learn, state: dict, n_epochs, n_steps) -> str | None:
     "Why checkpoint `state` is not a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start, or None."
     try: check_learner_state(learn, state)
@@ -209,7 +209,7 @@ def long_fit(learn,
         if how == 'fresh': start()
         elif how == 'resume': learn._run_fit(*learn._resumed(cbs))
 
-# %% ../../nbs/13b_callback.long_runs.ipynb #f761fbfb
+# %% ../../nbs/13b_callback.long_runs.ipynb #b6fcc714
 def skipped_spans(start: tuple[int, int], end: tuple[int, int]) -> list[dict]:
     "The training batches from position `start` (epoch, first batch index) to `end` (epoch, last batch index), by epoch."
     (e0, i0), (e1, i1) = start, end
