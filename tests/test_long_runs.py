@@ -146,8 +146,9 @@ def test_resume_auto_starts_continues_or_refuses(tmp_path):
     second.fit(1, cbs=LambdaCallback(after_step=lambda learn: None), resume='auto')  # a matching `last`: continued
     assert (second.fit_kind, second.stop_reason, second.step) == ('resume', 'completed', 23)
     third = digits_learner(path=tmp_path, progress=False, device='cpu')
-    third.fit(1, resume='auto')  # the `last` of a completed fit: nothing left to train
-    assert third.step == 23 and third.stop_reason == 'completed'
+    third.fit(1, resume='auto')  # the `last` of a completed fit (saved at its end): nothing left to train
+    assert third.fit_kind is None and third.step == 23 and third.stop_reason == 'completed'
+    assert weights(third.model) == weights(second.model)
     other = digits_learner(path=tmp_path, progress=False, device='cpu')
     other.model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))  # another model, same folder
     other.opt = other.create_opt()

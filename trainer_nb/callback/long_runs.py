@@ -20,14 +20,15 @@ from .checkpoint import PeriodicCheckpoints, SaveOnStop
 from .core import DISPLAY_CALLBACKS, Callback, CancelBatchException
 from .recorder import Recorder, Throughput, WriterCallback
 from .run_record import RunRecord
-from ..checkpoint import CheckpointError, check_learner_state, load_checkpoint, load_model_state, model_state
+from ..checkpoint import (CheckpointError, check_learner_state, load_checkpoint, load_model_state, model_state,
+                          save_learner)
 from ..core import whole_number
 from ..data import loader_len
 from ..state import callback_keys, rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['EXIT_REQUEUE', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit', 'other_run',
-           'auto_resume', 'long_fit', 'skipped_spans', 'copied', 'LossSpikes']
+           'auto_resume', 'long_fit', 'saves_last', 'skipped_spans', 'copied', 'LossSpikes']
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #85cc1007
 EXIT_REQUEUE = 75  # a script's exit status when running it again continues the fit (EX_TEMPFAIL: "try again later")
@@ -208,6 +209,12 @@ def long_fit(learn,
         how = 'fresh' if resume is None else auto_resume(learn, n_epochs, n_steps)
         if how == 'fresh': start()
         elif how == 'resume': learn._run_fit(*learn._resumed(cbs))
+    if resume is not None and how != 'completed' and learn.stop_reason == 'completed' and not saves_last(learn):
+        save_learner(learn, 'last')  # (`last` is the end of the fit: the script, run again, trains nothing more)
+
+def saves_last(learn) -> bool:
+    "Whether a callback of `learn` saves `last` at the end of a completed fit (`PeriodicCheckpoints(save_last=True)`)."
+    return any(isinstance(cb, PeriodicCheckpoints) and cb.save_last for cb in learn.cbs)
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #b6fcc714
 def skipped_spans(start: tuple[int, int], end: tuple[int, int]) -> list[dict]:
