@@ -25,6 +25,7 @@ from ..checkpoint import (CheckpointError, check_learner_state, load_checkpoint,
 from ..core import whole_number
 from ..data import loader_len
 from ..state import callback_keys, rng_states, set_rng_states
+from ..trackers import ReportCallback
 
 # %% auto #0
 __all__ = ['EXIT_REQUEUE', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit', 'other_run',
@@ -283,7 +284,8 @@ class LossSpikes(Callback):
     def _restored(self) -> dict:
         "The callbacks a rollback puts back (schedules, yours...): not those that record what happened, nor displays."
         learn = self.learn
-        records = (Recorder, Throughput, WriterCallback, RunRecord, PeriodicCheckpoints, SaveOnStop, Preemption, TimeLimit)
+        records = (Recorder, Throughput, WriterCallback, RunRecord, ReportCallback, PeriodicCheckpoints, SaveOnStop,
+                   Preemption, TimeLimit)
         cbs = [cb for cb in learn.cbs if not isinstance(cb, records) and cb is not self and cb.name not in DISPLAY_CALLBACKS]
         return callback_keys(cbs)
 
