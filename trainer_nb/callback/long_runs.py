@@ -65,7 +65,7 @@ class Preemption(Callback):
                  signals=('SIGTERM', 'SIGUSR1'), # what a scheduler sends before it ends the job (SLURM's --signal, Kubernetes)
                  message: bool = True, # print one line when a signal arrives
                 ):
-        self.signals = [s for s in check_signals(signals)]
+        self.signals = [s.name for s in check_signals(signals)]  # (by name: as run.json records its settings)
         self.message = message
         self.received: str | None = None  # the signal that stopped the last fit, by name
         self._previous: dict = {}  # the handlers the fit replaced, put back at its end
@@ -73,7 +73,8 @@ class Preemption(Callback):
     def before_fit(self):
         self.received = None
         if threading.current_thread() is not threading.main_thread(): return  # (signal.signal: the main thread only)
-        for s in self.signals:
+        for name in self.signals:
+            s = signal.Signals[name]
             try: self._previous[s] = signal.signal(s, self._handle)
             except (ValueError, OSError): pass  # (a signal this process may not catch)
 
