@@ -137,7 +137,8 @@ class Learner:
         "Train for `n_epochs` epochs, or for `n_steps` optimizer steps."
         refuse_nested(self.in_fit, 'fit')
         if time_limit is not None or resume is not None:  # (handed over to the chapter `callback.long_runs`)
-            start = lambda: Learner.fit.__wrapped__(self, n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=cbs, lr=lr, compare=compare)
+            start = lambda: Learner.fit.__wrapped__(self, n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=cbs,
+                                                    lr=lr, compare=compare)
             return long_fit(self, start, as_callback_list(cbs), n_epochs, n_steps, time_limit, resume)
         check_metrics_loaders(self.metrics, self.dls)
         cbs = as_callback_list(cbs)
