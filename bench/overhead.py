@@ -34,7 +34,13 @@ time and the number of Python calls (a count that does not depend on the machine
 (`after_batch`, which writes every `log_every` = 20 steps, and `after_validate`), and per fit (`before_fit` opens
 the run, `after_fit` writes the rest and closes it).
 
+With --long-runs, the cost of the chapter `callback.long_runs`: the default Learner against itself with `LossSpikes`
+(keep_every=20, the default: a copy of model and optimizer every 20 steps, the loss read once a step), interleaved;
+the Python calls a step in LossSpikes' handlers (sys.setprofile, load-independent); and the handlers of batch events
+that `Preemption` (a default callback) and `fit(time_limit=...)` add: none and one (`TimeLimit.after_batch`).
+
 Run: python bench/overhead.py [--rounds 7] [--steps 2000] [--bert-steps 400]
+     python bench/overhead.py --long-runs [--rounds 5] [--steps 2000]
      python bench/overhead.py --final-figure 8   (the final figure's cost alone, first fit and median)
      python bench/overhead.py --trackers [--rounds 5] [--steps 2000]
 """
@@ -265,11 +271,13 @@ def main():
     parser.add_argument('--final-figure', type=int, metavar='FITS',
                         help="only time the live plot's final figure over this many 300-step fits")
     parser.add_argument('--trackers', action='store_true', help="only the cost of reporting to trackers (offline)")
+    parser.add_argument('--long-runs', action='store_true', help="only the cost of LossSpikes, Preemption, TimeLimit")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dl = make_data()
     if args.final_figure: return final_figure(dl, args.final_figure)
     if args.trackers: return tracker_table(dl, args.rounds, args.steps)
+    if args.long_runs: return long_runs_table(dl, args.rounds, args.steps)
     names = list(VARIANTS)
     times = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as out:
@@ -325,6 +333,20 @@ def tracker_writer(name: str, root: Path):
     return MLflowWriter(project='bench', tracking_uri=(root / 'mlruns').as_uri())
 
 
+def counted_call(handler, spent: dict, key: str):
+    "Call `handler()`, adding its seconds and its Python calls (counted with sys.setprofile) to `spent[key]`."
+    calls = [0]
+    def count(frame, what, arg):
+        if what in ('call', 'c_call'): calls[0] += 1
+    t = time.perf_counter()
+    sys.setprofile(count)
+    try: handler()
+    finally:
+        sys.setprofile(None)
+        seconds, n = spent.get(key, (0., 0))
+        spent[key] = (seconds + time.perf_counter() - t, n + calls[0])
+
+
 def timed_report(writer):
     "A `ReportCallback` that adds up the seconds and the Python calls of each of its handlers."
     from trainer_nb.trackers import ReportCallback
@@ -332,17 +354,7 @@ def timed_report(writer):
     class TimedReport(ReportCallback):
         spent = {}
 
-        def _timed(self, event, handler):
-            calls = [0]
-            def count(frame, what, arg):
-                if what in ('call', 'c_call'): calls[0] += 1
-            t = time.perf_counter()
-            sys.setprofile(count)
-            try: handler()
-            finally:
-                sys.setprofile(None)
-                seconds, n = self.spent.get(event, (0., 0))
-                self.spent[event] = (seconds + time.perf_counter() - t, n + calls[0])
+        def _timed(self, event, handler): counted_call(handler, self.spent, event)
 
         def before_fit(self): self._timed('before_fit', super().before_fit)
         def after_batch(self): self._timed('after_batch', super().after_batch)
@@ -401,6 +413,70 @@ def tracker_table(dl, rounds: int, steps: int):
             loop_calls = sum(spent.get(e, (0, 0))[1] for e in ('after_batch', 'after_validate'))
             print(f"| {n} | {loop_s / steps * 1e6:.1f} | {loop_calls / steps:.1f} | {spent['before_fit'][0]:.3f} | "
                   f"{spent['after_fit'][0]:.3f} |")
+
+
+
+
+# ---- the cost of the long-runs callbacks (--long-runs)
+
+def counted(cb, events):
+    "Wrap `cb`'s handlers of `events` to add up their seconds and Python calls (sys.setprofile) into `cb.spent`."
+    cb.spent = {}
+    for event in events:
+        setattr(cb, event, lambda handler=getattr(cb, event), event=event: counted_call(handler, cb.spent, event))
+    return cb
+
+
+def long_runs_fit(dl, steps, out, spikes=False, time_limit=None, count=False):
+    from trainer_nb.callback.long_runs import LossSpikes
+    cbs = [LossSpikes()] if spikes else []
+    if count: cbs = [counted(cbs[0], ('after_loss', 'after_step'))]
+    learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu', cbs=cbs)
+    with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f):
+        learn.fit(n_steps=steps, time_limit=time_limit)
+    return learn
+
+
+def batch_handlers(learn, names):
+    "The handlers of batch events among the callbacks `names` of `learn` (after its fit: the tables of the last fit)."
+    events = ('before_batch', 'after_pred', 'after_loss', 'before_backward', 'after_backward', 'before_step',
+              'after_step', 'after_batch')
+    return [f"{type(cb).__name__}.{e}" for e in events for cb, _ in learn.callbacks.tables[True][e] if cb.name in names]
+
+
+def long_runs_table(dl, rounds: int, steps: int):
+    "The default Learner against itself with LossSpikes, interleaved; Python calls a step; handlers added a step."
+    names = ['default', 'loss_spikes']
+    times = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        def one(n, k):
+            out = Path(tmp) / f'run-{n}-{k}'
+            out.mkdir()
+            t = time.perf_counter()
+            long_runs_fit(dl, steps, out, spikes=n == 'loss_spikes')
+            return time.perf_counter() - t
+        for n in names: one(n, 'warm')
+        for r in range(rounds):
+            for n in names[r % 2:] + names[:r % 2]: times[n].append(one(n, r))
+        print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {steps} steps, {rounds} rounds, 1 thread")
+        print("| variant | median time (s) | median ratio to default | cost a step (us, median over rounds) |")
+        print("|---|---|---|---|")
+        for n in names:
+            ratios = [t / d for t, d in zip(times[n], times['default'])]
+            extra = [(t - d) / steps * 1e6 for t, d in zip(times[n], times['default'])]
+            print(f"| {n} | {statistics.median(times[n]):.3f} | {statistics.median(ratios):.3f}x | "
+                  f"{statistics.median(extra):.1f} |")
+        (Path(tmp) / 'counted').mkdir()
+        spent = long_runs_fit(dl, steps, Path(tmp) / 'counted', spikes=True, count=True).loss_spikes.spent
+        for event, (seconds, calls) in spent.items():
+            print(f"LossSpikes.{event}: {calls / steps:.1f} Python calls a step, {seconds / steps * 1e6:.1f} us a step "
+                  "(counted: slowed by the profiler)")
+        from trainer_nb.callback.long_runs import Preemption, TimeLimit
+        (Path(tmp) / 'plain').mkdir()
+        plain = long_runs_fit(dl, 50, Path(tmp) / 'plain')
+        print(f"events Preemption (a default callback) handles: {sorted(Preemption().handlers())}; handlers of batch "
+              f"events in a default fit from Preemption: {batch_handlers(plain, ['preemption']) or 'none'}; "
+              f"TimeLimit (only in a fit(time_limit=...)) handles: {sorted(TimeLimit(3600).handlers())}")
 
 
 if __name__ == '__main__': main()

@@ -28,7 +28,8 @@ def test_whole_fit_event_order():
 def test_default_callbacks_in_order(tmp_path):
     learn = synth_learner(default_cbs=True, path=tmp_path)
     assert [type(c).__name__ for c in learn.cbs] == ['Recorder', 'Throughput', 'ControlPanelCallback', 'ProgressCallback',
-                                                    'LivePlotCallback', 'WriterCallback', 'SaveOnStop', 'RunRecord']
+                                                    'LivePlotCallback', 'WriterCallback', 'SaveOnStop', 'RunRecord',
+                                                    'Preemption']
     lines = []
     learn.show_loop(print_fn=lines.append)
     text = lines[0]

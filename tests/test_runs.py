@@ -59,8 +59,9 @@ def test_an_entry_after_a_fit(tmp_path):
     assert s['data'] == {'train': {'batch_size': 16, 'batches': 8, 'items': 128},
                          'valid': {'batch_size': 16, 'batches': 2, 'items': 32}}
     assert (s['loss_func'], s['metrics'], s['schedule'], s['device']) == ('mse_loss', ['r2'], None, 'cpu')
-    assert s['callbacks'] == ['Recorder', 'Throughput', 'WriterCallback', 'SaveOnStop', 'RunRecord']
-    assert s['cbs'] == {'Throughput': {'every': 2.0}, 'WriterCallback': {'log_every': 20}}
+    assert s['callbacks'] == ['Recorder', 'Throughput', 'WriterCallback', 'SaveOnStop', 'RunRecord', 'Preemption']
+    assert s['cbs'] == {'Throughput': {'every': 2.0}, 'WriterCallback': {'log_every': 20},
+                        'Preemption': {'signals': ['SIGTERM', 'SIGUSR1'], 'message': True}}
     assert s['seed'] == {'torch': torch.initial_seed(), 'data': None}
     assert (entry['env']['torch'], entry['env']['python']) == (torch.__version__, sys.version.split()[0])
     # the results: the storage's last validation, and the best of each validation scalar in its direction

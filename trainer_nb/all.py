@@ -27,6 +27,8 @@ from .callback.schedule import (ParamScheduler, TorchScheduler, LRFinder, Schedu
 # callbacks: training
 from .callback.training import GradientAccumulation, GradientClip, MixedPrecision
 from .callback.micro import MicroBatches
+# callbacks: long runs (preemption, time limits; `fit(..., resume='auto')`)
+from .callback.long_runs import Preemption, TimeLimit, LossSpikes, exit_code, EXIT_REQUEUE
 # your own loop (`learn.loop` returns a `Loop`), and the live view of a loop with its own storage
 from .loop import Loop
 from .live_view import LiveView
@@ -64,4 +66,5 @@ __all__ = ['Learner', 'default_callbacks', 'DataLoaders', 'Callback', 'LambdaCal
            'EventWriter', 'JSONWriter', 'ConsoleWriter', 'TensorBoardWriter', 'read_metrics', 'RunRecord', 'Runs',
            'Controls', 'CheckpointError']
 __all__ += ['TrackioWriter', 'WandbWriter', 'MLflowWriter', 'TrackerWarning']
+__all__ += ['Preemption', 'TimeLimit', 'LossSpikes', 'exit_code', 'EXIT_REQUEUE']
 

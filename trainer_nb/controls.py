@@ -13,9 +13,9 @@ __all__ = ['check_stop_reason', 'Controls']
 
 # %% ../nbs/03c_controls.ipynb #6ad33f46
 def check_stop_reason(reason: str) -> str:
-    "`reason` if a person or code may stop a fit for it: 'interrupted' or 'cancelled' ('nonfinite' is the loop's own)."
-    if reason not in ('interrupted', 'cancelled'):
-        raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r}.")
+    "`reason` if a person or code may stop a fit for it: 'interrupted' or 'cancelled', or 'preempted', 'time_limit' (see `callback.long_runs`)."
+    if reason not in ('interrupted', 'cancelled', 'preempted', 'time_limit'):
+        raise ValueError(f"reason must be 'interrupted' or 'cancelled', got {reason!r} (or 'preempted', 'time_limit').")
     return reason
 
 class Controls:

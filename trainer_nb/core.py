@@ -196,7 +196,7 @@ class HeldContext:
         if cm is not None: cm.__exit__(None, None, None)
 
 # %% ../nbs/00_core.ipynb #fb16f1f9
-STOP_KINDS = ('cancelled', 'interrupted', 'nonfinite')  # the stops processes agree on, the strongest last
+STOP_KINDS = ('cancelled', 'time_limit', 'interrupted', 'preempted', 'loss_spike', 'nonfinite')  # the stops processes agree on, the strongest last
 
 class SingleProcess:
     "The communicator of a learner that trains in one process: every collective operation returns its input."

@@ -114,8 +114,9 @@ def main(argv: list[str] | None = None) -> dict | None:
     else:
         print(f"Training an MLP on the 8x8 digits for {args.epochs} epochs (run folder: {learn.path})", flush=True)
         learn.fit(args.epochs)
-    if learn.stop_reason == 'interrupted':
+    if learn.stop_reason in ('interrupted', 'preempted'):  # (Ctrl+C; SIGTERM or SIGUSR1: `callback.long_runs`)
         print(f"checkpoint: {save_last(learn, started)}\nto continue: {resume_command(argv)}", flush=True)
+        if learn.stop_reason == 'preempted': raise SystemExit(75)  # (`EXIT_REQUEUE`: a scheduler runs it again)
         return None
     results = learn.validate()
     checkpoint = learn.save('final')

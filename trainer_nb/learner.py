@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from .callback.checkpoint import SaveOnStop
+from .callback.long_runs import Preemption, long_fit
 from .callback.core import (DISPLAY_CALLBACKS, Callback, Callbacks, CancelBackwardException,
                                       CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelStepException, CancelTrainException, CancelValidException,
@@ -52,9 +53,9 @@ __all__ = ['default_callbacks', 'with_defaults', 'Learner']
 # %% ../nbs/04_learner.ipynb #85c511ca
 def default_callbacks(progress: bool = True) -> list[Callback]:
     "The callbacks every learner starts with (with `progress=False`: no bars, plot or panel)."
-    if not progress: return [Recorder(), Throughput(), WriterCallback(), SaveOnStop(), RunRecord()]
+    if not progress: return [Recorder(), Throughput(), WriterCallback(), SaveOnStop(), RunRecord(), Preemption()]
     return [Recorder(), Throughput(), ControlPanelCallback(), ProgressCallback(), LivePlotCallback(), WriterCallback(),
-            SaveOnStop(), RunRecord()]
+            SaveOnStop(), RunRecord(), Preemption()]
 
 def with_defaults(cbs: list[Callback], progress: bool = True) -> list[Callback]:
     "The default callbacks, then `cbs`; a default of the same class as one in `cbs` is left out (yours replaces it)."
@@ -130,9 +131,15 @@ class Learner:
             cbs=None, # callbacks for this fit only
             lr: float | None = None, # set the learning rate of every parameter group first
             compare=None, # run folders of earlier fits, drawn in grey behind this fit's curves in the live plot
+            time_limit=None, # stop, resumable, before this many seconds, a timedelta, or at a datetime (`callback.long_runs`)
+            resume: str | None = None, # 'auto': continue the run folder's `last` if it is a stop of this fit
            ):
         "Train for `n_epochs` epochs, or for `n_steps` optimizer steps."
         refuse_nested(self.in_fit, 'fit')
+        if time_limit is not None or resume is not None:  # (handed over to the chapter `callback.long_runs`)
+            start = lambda: Learner.fit.__wrapped__(self, n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=cbs,
+                                                    lr=lr, compare=compare)
+            return long_fit(self, start, as_callback_list(cbs), n_epochs, n_steps, time_limit, resume)
         check_metrics_loaders(self.metrics, self.dls)
         cbs = as_callback_list(cbs)
         n_batches, world_size = loader_len(self.dls.train), self.comm.world_size

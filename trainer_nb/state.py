@@ -284,7 +284,7 @@ class StopPoint:
 # %% ../nbs/03b_state.ipynb #a6d68968
 def is_resumable(learn) -> bool:
     "Whether the last fit stopped at a batch boundary before its end, so that `learn.resume()` can continue it."
-    return learn.fit_state.stop_reason in ('interrupted', 'out_of_memory') and learn.fit_state.resumable
+    return learn.fit_state.stop_reason in ('interrupted', 'out_of_memory', 'preempted', 'time_limit') and learn.fit_state.resumable
 
 def check_resumable(state: FitState):
     "Raise a `RuntimeError` that says what to do instead, unless `learn.resume()` can continue the fit of `state`."
@@ -324,4 +324,5 @@ def fit_status(learn) -> str:
         return (f"stopped at {where}: the next batch ran out of memory (nothing of it applied); {learn.resume_hint} "
                 "retries it")
     if reason == 'cancelled': return f"cancelled by a callback at {where}"
+    if reason in ('preempted', 'time_limit'): return f"stopped at {where} ({reason}); {learn.resume_hint} continues it"
     return f"stopped by an error at {where} (see the traceback)"

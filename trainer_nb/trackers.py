@@ -145,7 +145,7 @@ class TrackerWriter(EventWriter):
     def _finish(self, outcome: dict, stop_reason: str | None): raise NotImplementedError
     def _flush(self): pass  # make sure what was sent is stored (for a tracker that stores it later)
 
-FAILED = ('error', 'nonfinite', 'out_of_memory')  # the stop reasons of a fit that failed (others: it ran, or was stopped)
+FAILED = ('error', 'nonfinite', 'out_of_memory', 'loss_spike')  # the stop reasons of a fit that failed (others: it ran, or was stopped)
 
 def run_config(learn) -> dict:
     "The run's configuration, as `run.json` records it: its settings, how the fit started, and its first step."
@@ -330,7 +330,7 @@ class MLflowWriter(TrackerWriter):
 
     def _finish(self, outcome, stop_reason):
         if outcome: self._client.set_tag(self.run_id, 'trainer_nb.stop_reason', str(stop_reason))
-        status = 'FAILED' if stop_reason in FAILED else 'KILLED' if stop_reason in ('interrupted', 'cancelled') else 'FINISHED'
+        status = 'FAILED' if stop_reason in FAILED else 'KILLED' if stop_reason in ('interrupted', 'cancelled', 'preempted', 'time_limit') else 'FINISHED'
         self._client.set_terminated(self.run_id, status=status)
 
 # %% ../nbs/01b_trackers.ipynb #95a3a5f1

@@ -171,6 +171,8 @@ def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
     if getattr(learn.comm, 'step_times', None): parts.append(_process_times(learn.comm))
     if learn.last_checkpoint is not None: parts.append(f"last checkpoint {learn.last_checkpoint}")
     if learn.controls.last: parts.append(f"<b>{learn.controls.last}</b>")
+    limit = getattr(learn, 'time_limit', None)  # (a `TimeLimit`: fit(..., time_limit=...))
+    if limit is not None: parts.append(f"{format_seconds(max(limit.left(), 0))} to the time limit")
     return ' &middot; '.join(parts)
 
 # %% ../../nbs/12_callback.panel.ipynb #361d9af1
