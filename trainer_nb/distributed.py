@@ -46,6 +46,7 @@ class TorchDistributed:
     def __init__(self, device='cpu'): # where tensors go for collective operations
         self.device = torch.device(device)
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.undoes_alone = self.world_size == 1  # (with others, they must undo an out-of-memory batch too: see `oom`)
         self.step_times: tuple | None = None  # (slowest s, its process, fastest s, its process), from the last boundary
         self._since, self._waited = None, 0.  # the last boundary; seconds waited in collectives since
 

@@ -28,15 +28,14 @@ class Loop:
         learn = self.learn
         if learn.in_fit: raise RuntimeError("This learner's loop is already running: one `for` at a time.")
         if self.state is not None:  # the first `for`: a new fit
-            state, cbs, self.state = self.state, self.cbs, None
-            learn.stop_point, learn.controls.pending, learn.fit_kind = type(learn.stop_point)(), [], 'fit'
-        else: state, cbs = learn._resumed(self.cbs)  # again: where it stopped (refused if it completed)
-        return self._steps(state, cbs)
+            state, cbs, self.state, resumed = self.state, self.cbs, None, False
+        else: (state, cbs), resumed = learn.resumed_fit(self.cbs), True  # again: where it stopped (refused if it completed)
+        return self._steps(state, cbs, resumed)
 
-    def _steps(self, state, cbs):
+    def _steps(self, state, cbs, resumed: bool):
         learn = self.learn
         hint, learn.resume_hint = learn.resume_hint, LOOP_HINT
-        try: yield from learn._fit_steps(state, cbs, own_loop=True)
+        try: yield from learn.run(state, cbs, resumed=resumed)
         finally: learn.resume_hint = hint
 
     def log(self, *, smoothing_hint: bool = True, **scalars):

@@ -11,8 +11,14 @@ import traceback
 import torch
 from torch import nn
 
+from .callback.core import CancelFitException
+from .core import add_note
+from .parts import batch_size
+from .state import fit_position
+
 # %% auto #0
-__all__ = ['running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures', 'out_of_memory_message']
+__all__ = ['running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures', 'out_of_memory_message',
+           'OutOfMemory']
 
 # %% ../nbs/03e_out_of_memory.ipynb #1ee8895f
 def running_stats(model: nn.Module) -> list[torch.Tensor]:
@@ -35,14 +41,14 @@ class BatchStart:
 
     def take(self, state):
         "At the start of a training batch of the fit in `state` (a `FitState`)."
-        self.torch_rng = torch.get_rng_state()
+        self.torch_rng = torch.default_generator.get_state()  # (what torch.get_rng_state returns, in one call)
         if self.cuda: self.cuda_rng = torch.cuda.get_rng_state(self.device)
         if self.stats: torch._foreach_copy_(self.copies, self.stats)  # (one call for all: no sync, no allocation)
         self.pending_micro = state.pending_micro
 
     def restore(self, state):
         "Put back what was taken; the gradients of the batch are dropped unless earlier batches' were pending."
-        torch.set_rng_state(self.torch_rng)
+        torch.default_generator.set_state(self.torch_rng)
         if self.cuda_rng is not None: torch.cuda.set_rng_state(self.cuda_rng, self.device)
         if self.stats: torch._foreach_copy_(self.stats, self.copies)
         state.pending_micro = self.pending_micro
@@ -87,3 +93,68 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
             f"{fix} splits each batch in {k} parts (the same result, less memory), or MicroBatches('auto') finds the "
             "parts; or use a smaller batch size; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before "
             f"the first CUDA call (fragmented memory). {resume_hint} retries the same batch.")
+
+# %% ../nbs/03e_out_of_memory.ipynb #b1e0d7a3
+_CANNOT_UNDO = ("(out of memory where the fit cannot undo the batch: in the optimizer step or after it, in a backward pass "
+                "that added to gradients accumulated before it, or, with several processes, once they exchange "
+                "gradients (or with nan_guard=False, whose collective tells the others). Load the last checkpoint "
+                "(learn.load('last')), then resume with MicroBatches or a smaller batch.)")
+
+class OutOfMemory:
+    "A fit's handling of out-of-memory errors in its batches: the undo of a training batch, a retry if offered, the stop."
+    def __init__(self,
+                 model: nn.Module, # the model being trained
+                 device: torch.device, # where it trains
+                ):
+        self.start = BatchStart(model, device)  # what a training batch changes, as it was at its start
+        self.can_undo = False  # whether an out-of-memory error now could be undone (see above)
+        self.retry = None  # after an undo, a function that says whether to run the batch again (`MicroBatches('auto')`)
+
+    def watch(self, model: nn.Module, device: torch.device):
+        "Watch `model` on `device` (at the start of an epoch's training: the model may have changed since)."
+        self.start = BatchStart(model, device)
+
+    def attempt(self, body, can_undo: bool = True) -> str | None:
+        "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
+        self.can_undo = can_undo
+        try: body()
+        except torch.OutOfMemoryError as e:
+            if self.can_undo: return first_line(e)
+            raise drop_frames(add_note(e, _CANNOT_UNDO))
+        return None
+
+    def undo(self, learn, batch, data_time: float):
+        "Put back what the training batch changed before its step (gradients, random states, batch-norm statistics): `batch` as loaded."
+        learn.set_batch(batch, data_time)  # (before_batch may have changed xb; the outputs and their graph are dropped)
+        if not self.start.pending_micro: learn.opt.zero_grad(set_to_none=True)
+        self.start.restore(learn.fit_state)
+        learn.callbacks.run('after_cancel_batch')  # (what callbacks hold for a batch: autocast...)
+        free_memory(learn.device)
+
+    def retries(self) -> bool:
+        "After an undo: whether the batch runs again (the retry a callback offered says so)."
+        return self.retry is not None and self.retry()
+
+    def stop_before(self, learn, error: str, batch, n_samples: int):
+        "Stop the fit before the batch that ran out of memory: the loader's batch is held, to be trained on first by `resume`."
+        print(out_of_memory_message(fit_position(learn), n_samples // learn.comm.world_size, learn.device, error,
+                                    learn.resume_hint, learn.fit_state.micro), flush=True)
+        learn.fit_state.undo_train_batch(n_samples)
+        learn.stop_point.held = [batch, n_samples]
+        learn.set_batch(None)
+        learn.controls.request_stop('out_of_memory')
+        raise CancelFitException('out of memory')
+
+    def stop_in_validation(self, learn, error: str):
+        "A validation batch ran out of memory: in a fit, the fit stops (`resume` validates again); outside, an error."
+        n = batch_size(learn.xb, learn.yb)
+        where = fit_position(learn) if learn.in_fit else f"{learn.split} batch {learn.fit_state.iter + 1}"
+        learn.set_batch(None)
+        learn.tally = None
+        free_memory(learn.device)
+        if not learn.in_fit:
+            raise torch.OutOfMemoryError(f"Out of memory in {where} ({n} samples): {error} Nothing of it is kept. "
+                                         f"Evaluate with smaller batches (a loader with batch_size={max(n // 2, 1)}).")
+        print(out_of_memory_message(where, n, learn.device, error, learn.resume_hint), flush=True)
+        learn.controls.request_stop('out_of_memory')
+        raise CancelFitException('out of memory')

@@ -275,7 +275,7 @@ class LivePlotCallback(Callback):
         self._start_steps, self._total_steps = state.fit_steps, state.total_steps
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         live = in_notebook() if self.notebook is None else self.notebook
-        if self.default_panels: self.plot.data.panels = dict(LOOP_PANELS if self.learn.own_loop else DEFAULT_PANELS)
+        if self.default_panels: self.plot.data.panels = dict(LOOP_PANELS if self.learn.fit_state.plan.get('method') == 'loop' else DEFAULT_PANELS)
         self.plot.start(live, x_end)
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]
         runs = {label: run_series(f) for label, f in zip(run_labels(folders), folders)}
