@@ -31,7 +31,8 @@ from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, s
                              unwrap_model)
 from .data import (as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, step_sizes,
                              timed)
-from .distributed import gathered_preds, on_all_processes, set_comm
+from .distributed import set_comm
+from .launch import gathered_preds, on_all_processes
 from .sharded import load_sharded
 from .events import EventStorage
 from .loop import Loop, check_tracked, warn_untracked
