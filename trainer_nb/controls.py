@@ -121,7 +121,7 @@ class Controls:
             for kind, value in requests: self.took_effect(kind, value, state.step, storage, carry_out(kind, value))
             stop, _ = comm.at_boundary(self.stop_kind, [])
         # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
-        if not stop or (state.pending_micro and not comm.stops_mid_accumulation and stop != 'nonfinite'): return None
+        if not stop or (state.batches_since_step and not comm.stops_mid_accumulation and stop != 'nonfinite'): return None
         self.stop_kind = stop  # (the strongest of all processes' stops)
         return stop
 

@@ -142,7 +142,7 @@ class DistributedTrainer(Callback):
     def before_batch(self):
         learn = self.learn
         if learn.comm.world_size == 1 or not learn.training: return
-        if not learn.fit_state.steps_now:  # a batch of a gradient accumulation: exchange gradients only with the last
+        if not learn.fit_state.makes_step:  # a batch of a gradient accumulation: exchange gradients only with the last
             self.no_sync.enter(learn.model.no_sync())
 
     def after_backward(self): self.no_sync.exit()
@@ -151,8 +151,8 @@ class DistributedTrainer(Callback):
     def after_cancel_backward(self):
         "A batch that steps skipped its backward: exchange the gradients accumulated before it, as its backward would."
         learn, state = self.learn, self.learn.fit_state
-        if learn.comm.world_size == 1 or not (learn.training and state.steps_now): return
-        grads = [p.grad for p in learn.raw_model.parameters() if p.grad is not None] if state.pending_micro else []
+        if learn.comm.world_size == 1 or not (learn.training and state.makes_step): return
+        grads = [p.grad for p in learn.raw_model.parameters() if p.grad is not None] if state.batches_since_step else []
         for g in grads:  # (else each process would step with its own gradients)
             dist.all_reduce(g)
             g /= learn.comm.world_size

@@ -103,7 +103,7 @@ class Learner:
         self.out_of_memory = OutOfMemory(self.model, self.device)  # a batch's undo, retry or stop (`oom` chapter)
         self.split = 'train'  # 'train', 'valid', 'test' or 'preds' (get_preds)
         self.valid_results = self.test_results = self.lr_find_results = None
-        self.tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
+        self.valid_tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
         self.last_checkpoint: str | None = None  # the last checkpoint saved, and its step (the panel shows it)
         self.fit_kind: str | None = None  # 'fit' or 'resume': how the running (or last) fit started (see `RunRecord`)
         self.resume_hint = 'learn.resume()'  # what continues a stopped fit, as messages name it (a script: its command)
@@ -362,17 +362,17 @@ class Learner:
             n_samples = samples_of(batch_size(self.xb, self.yb), state.epoch_offset)
             state.start_train_batch(n_samples)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
-            if hand_out: yield from self.callbacks.phase_steps('batch', self._hand_out, CancelBatchException)
+            if hand_out: yield from self.callbacks.phase_steps('batch', self._hand_batch_to_loop, CancelBatchException)
             else: self._train_batch(batch, n_samples)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
             self._at_boundary()
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
-        if state.pending_micro:  # what the last batches left (a loader of unknown length, a skipped step)...
+        if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
             with suppress(CancelBatchException): self._step_and_zero()  # ...unless a callback puts it off again
 
-    def _hand_out(self):
+    def _hand_batch_to_loop(self):
         "A loop you write (`learn.loop`) takes the batch here, and makes its step: the loop counts one."
         yield self.batch
         self.fit_state.count_step()
@@ -400,10 +400,10 @@ class Learner:
     def _at_boundary(self):
         "The batch boundary: carry out the controls requested since the last one; then, if all agree, stop the fit here."
         if self.guard.reported(self.fit_state): self.controls.request_stop('nonfinite')  # (deferred: seen late)
-        if self.controls.at_boundary(self.comm, self.fit_state, self.storage, self._carry_out):
+        if self.controls.at_boundary(self.comm, self.fit_state, self.storage, self._carry_out_request):
             raise CancelFitException('stop requested')
 
-    def _carry_out(self, kind: str, value):
+    def _carry_out_request(self, kind: str, value):
         "A save or a validation asked for with `learn.controls`, on the loop's thread: the path saved, or the results."
         if kind == 'save': return self.save(value).relative_to(self.path)
         if kind != 'validate' or self.dls.valid is None: return None
@@ -426,7 +426,7 @@ class Learner:
         return self.valid_results
 
     def _valid_batches(self):
-        self.tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
+        self.valid_tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
         with torch.no_grad():
             for i, (data_time, batch) in enumerate(timed(eval_batches(self.dl, self.fit_state.step))):
@@ -437,7 +437,7 @@ class Learner:
                 error = self.out_of_memory.attempt(self._valid_batch_phase, self.comm.undoes_alone)
                 if error is not None: self.out_of_memory.stop_in_validation(self, error)
         self.stop_point.valid_rng = None
-        self.valid_results = self.tally.results(self.comm.all_reduce_sum)
+        self.valid_results = self.valid_tally.results(self.comm.all_reduce_sum)
 
     # ---- one batch: inputs and targets, forward and loss; in training, backward and step
     def set_batch(self, batch, data_time: float = 0.):
@@ -471,7 +471,7 @@ class Learner:
     def _train_one_batch(self):
         if self.fit_state.micro == 1: self._forward_backward()
         else: backward_in_parts(self, self._forward_backward)  # (`MicroBatches`: each part, `_forward_backward(weight)`)
-        if self.fit_state.steps_now: self._step_and_zero()
+        if self.fit_state.makes_step: self._step_and_zero()
 
     def _forward_backward(self, weight=None):
         "Forward, loss and backward of the batch (or of a part of it, whose loss counts for `weight` of the batch's)."
@@ -481,10 +481,10 @@ class Learner:
             self.controls.request_stop('nonfinite')
             raise CancelBatchException  # ...without this batch's backward and step
         oom = self.out_of_memory
-        if oom.start.pending_micro: oom.can_undo = False  # (it adds to the gradients of earlier batches)
+        if oom.start.batches_since_step: oom.can_undo = False  # (it adds to the gradients of earlier batches)
         can_undo, oom.can_undo = oom.can_undo, oom.can_undo and self.comm.undoes_alone  # (several: an exchange)
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
-        finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
+        finally: self.fit_state.batches_since_step += 1  # (its gradients count, even when a callback cancels the batch now)
         oom.can_undo = can_undo  # (the next part's forward pass can be undone again)
 
     def _backward(self): self.loss_grad.backward()
@@ -493,7 +493,7 @@ class Learner:
         self.out_of_memory.can_undo = False  # (from here, an out-of-memory error may leave the step half applied)
         self.callbacks.phase('step', self._opt_step, CancelStepException)
         self.opt.zero_grad(set_to_none=True)
-        self.fit_state.pending_micro = 0
+        self.fit_state.batches_since_step = 0
 
     def _opt_step(self):
         if self.controls.lr_scale == 1.: self.opt.step()
@@ -504,7 +504,7 @@ class Learner:
 
     def _valid_one_batch(self):
         self._forward()
-        self.tally.add(self.loss, batch_size(self.xb, self.yb), predictions(self.pred), self.yb)
+        self.valid_tally.add(self.loss, batch_size(self.xb, self.yb), predictions(self.pred), self.yb)
 
     def __repr__(self):
         return (f"Learner(model={type(self.model).__name__}, device={self.device.type}, "

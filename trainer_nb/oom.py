@@ -37,21 +37,21 @@ class BatchStart:
         self.stats = running_stats(model)
         self.copies = [torch.empty_like(b) for b in self.stats]
         self.torch_rng = self.cuda_rng = None
-        self.pending_micro = 0  # training batches whose gradients were waiting for a step when this one started
+        self.batches_since_step = 0  # training batches whose gradients were waiting for a step when this one started
 
     def take(self, state):
         "At the start of a training batch of the fit in `state` (a `FitState`)."
         self.torch_rng = torch.default_generator.get_state()  # (what torch.get_rng_state returns, in one call)
         if self.cuda: self.cuda_rng = torch.cuda.get_rng_state(self.device)
         if self.stats: torch._foreach_copy_(self.copies, self.stats)  # (one call for all: no sync, no allocation)
-        self.pending_micro = state.pending_micro
+        self.batches_since_step = state.batches_since_step
 
     def restore(self, state):
         "Put back what was taken; the gradients of the batch are dropped unless earlier batches' were pending."
         torch.default_generator.set_state(self.torch_rng)
         if self.cuda_rng is not None: torch.cuda.set_rng_state(self.cuda_rng, self.device)
         if self.stats: torch._foreach_copy_(self.stats, self.copies)
-        state.pending_micro = self.pending_micro
+        state.batches_since_step = self.batches_since_step
 
 # %% ../nbs/03e_out_of_memory.ipynb #1219409a
 def first_line(error: BaseException) -> str:
@@ -126,7 +126,7 @@ class OutOfMemory:
     def undo(self, learn, batch, data_time: float):
         "Put back what the training batch changed before its step (gradients, random states, batch-norm statistics): `batch` as loaded."
         learn.set_batch(batch, data_time)  # (before_batch may have changed xb; the outputs and their graph are dropped)
-        if not self.start.pending_micro: learn.opt.zero_grad(set_to_none=True)
+        if not self.start.batches_since_step: learn.opt.zero_grad(set_to_none=True)
         self.start.restore(learn.fit_state)
         learn.callbacks.run('after_cancel_batch')  # (what callbacks hold for a batch: autocast...)
         free_memory(learn.device)
@@ -150,7 +150,7 @@ class OutOfMemory:
         n = batch_size(learn.xb, learn.yb)
         where = fit_position(learn) if learn.in_fit else f"{learn.split} batch {learn.fit_state.iter + 1}"
         learn.set_batch(None)
-        learn.tally = None
+        learn.valid_tally = None
         free_memory(learn.device)
         if not learn.in_fit:
             raise torch.OutOfMemoryError(f"Out of memory in {where} ({n} samples): {error} Nothing of it is kept. "

@@ -133,11 +133,11 @@ class ShardedTrainer(Callback):
     def before_batch(self):
         learn = self.learn
         if self.sharded and learn.training:  # a batch of an accumulation: gradients are exchanged with the last only
-            learn.raw_model.set_requires_gradient_sync(bool(learn.fit_state.steps_now))
+            learn.raw_model.set_requires_gradient_sync(bool(learn.fit_state.makes_step))
 
     def after_cancel_backward(self):
         state = self.learn.fit_state
-        if self.sharded and self.learn.training and state.steps_now and state.pending_micro > 1:
+        if self.sharded and self.learn.training and state.makes_step and state.batches_since_step > 1:
             raise RuntimeError("A callback cancelled the backward of the batch that steps, after batches whose gradients "
                                "FSDP holds unexchanged: ShardedTrainer cannot exchange them without a backward. Cancel "
                                "the step instead (CancelStepException), or do not accumulate gradients.")

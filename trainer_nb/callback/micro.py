@@ -57,14 +57,14 @@ def backward_in_parts(learn, # the Learner, in a training batch
                      ):
     "The learner's batch in `fit_state.micro` parts, each's loss weighted by its share: one batch's gradients, one batch's loss."
     state = learn.fit_state
-    whole, pending, losses = (learn.batch, learn.xb, learn.yb), state.pending_micro, []
+    whole, pending, losses = (learn.batch, learn.xb, learn.yb), state.batches_since_step, []
     try:
         for learn.batch, learn.xb, learn.yb, weight in micro_parts(learn.batch, learn.xb, learn.yb, state.micro):
             forward_backward(weight)
             losses.append(learn.loss.detach() * weight)
     finally:
         learn.batch, learn.xb, learn.yb = whole
-        if state.pending_micro > pending: state.pending_micro = pending + 1  # (one batch)
+        if state.batches_since_step > pending: state.batches_since_step = pending + 1  # (one batch)
     learn.loss = sum(losses)  # the whole batch's loss, for what reads it (the recorder)
 
 class MicroBatches(Callback):

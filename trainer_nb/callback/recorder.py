@@ -75,7 +75,7 @@ class Recorder(Callback):
         if loss is not None: self._acc_loss = self._acc_loss + loss.detach()
         for name, value in (parts or {}).items(): self._acc_parts[name] = self._acc_parts.get(name, 0.) + value
         self._acc_n += 1
-        return self.learn.fit_state.steps_now
+        return self.learn.fit_state.makes_step
 
     def _accumulated(self, loss) -> tuple:
         "The mean loss and parts over the micro-batches of the step (the loss None if the batches had none)."
