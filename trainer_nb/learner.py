@@ -35,11 +35,11 @@ from .distributed import set_comm
 from .launch import gathered_preds, on_all_processes
 from .sharded import load_sharded
 from .events import EventStorage
-from .loop import Loop, check_tracked, warn_untracked
+from .loop import Loop, check_tracked, make_loop
 from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
 from .oom import OutOfMemory
-from .parts import (OUT_OF_MEMORY, PEER_OUT_OF_MEMORY, batch_size, call_model, check_device, check_loss,
+from .parts import (batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, compiled, make_optimizer, model_loss, nan_guard_for, predictions,
                               refuse_nested, scaled_step, set_lr, split_batch, step_scalars)
@@ -178,18 +178,7 @@ class Learner:
             ) -> Loop:
         "A fit whose step you write: `for batch in learn.loop(5): ...` (see the `loop` chapter)."
         refuse_nested(self.in_fit, 'loop')
-        if self.workers is not None:
-            raise RuntimeError("learn.loop runs the body you write in this process only, and a distribute() learner's "
-                               "other processes cannot run it: use learn.fit with a train_step, or run the loop in "
-                               "each process under torchrun (with DistributedTrainer).")
-        cbs = as_callback_list(cbs)
-        if resume:
-            check_resumable(self.fit_state)
-            if self.fit_state.plan.get('method') != 'loop':
-                raise RuntimeError("The last fit was made by fit(): continue it with learn.resume().")
-            return Loop(self, None, cbs)
-        warn_untracked(self, sys._getframe(1))
-        return Loop(self, self.plan_fit(n_epochs, n_steps, eval_every, cbs, method='loop'), cbs)
+        return make_loop(self, n_epochs, n_steps, eval_every, as_callback_list(cbs), resume, sys._getframe(1))
 
     def plan_fit(self,
                  n_epochs: int | None, # train for this many epochs...
@@ -363,7 +352,7 @@ class Learner:
             state.start_train_batch(n_samples)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
             if hand_out: yield from self.callbacks.phase_steps('batch', self._hand_batch_to_loop, CancelBatchException)
-            else: self._train_batch(batch, n_samples)
+            else: self.out_of_memory.train_batch(self, self._train_batch_phase, batch, n_samples)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
@@ -377,17 +366,7 @@ class Learner:
         yield self.batch
         self.fit_state.count_step()
 
-    # ---- a training batch, run by the out-of-memory part (`oom` chapter): undone and retried, or stopped before
-    def _train_batch(self, batch, n_samples: int):
-        "A training batch's phase; if it runs out of memory before its step: undone, then retried (if a callback offers it) or stopped before."
-        oom, comm = self.out_of_memory, self.comm
-        oom.start.take(self.fit_state)
-        while (error := oom.attempt(self._train_batch_phase, comm.undoes_alone or self.guard.on)) is not None:
-            if not comm.undoes_alone and error != PEER_OUT_OF_MEMORY:  # the others wait in the guard's collective:
-                comm.worst(OUT_OF_MEMORY)                               # they undo the batch too (`PeerOutOfMemory`)
-            oom.undo(self, batch, self.data_time)
-            if not oom.retries(): oom.stop_before(self, error, batch, n_samples)
-
+    # ---- a training batch: its phase, run by the out-of-memory part (`oom` chapter: undone, retried or stopped before)
     def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
 
     def _validate_if_due(self, epoch_end: bool = False):

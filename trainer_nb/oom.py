@@ -13,7 +13,7 @@ from torch import nn
 
 from .callback.core import CancelFitException
 from .core import add_note
-from .parts import batch_size
+from .parts import OUT_OF_MEMORY, PEER_OUT_OF_MEMORY, batch_size
 from .state import fit_position
 
 # %% auto #0
@@ -113,6 +113,21 @@ class OutOfMemory:
     def watch(self, model: nn.Module, device: torch.device):
         "Watch `model` on `device` (at the start of an epoch's training: the model may have changed since)."
         self.start = BatchStart(model, device)
+
+    def train_batch(self,
+                    learn, # the Learner
+                    phase, # runs the batch's phase (`before_batch` to `after_batch`)
+                    batch, # the batch, as the loader gave it
+                    n_samples: int, # its samples, all processes together
+                   ):
+        "Run a training batch's `phase()`; if it runs out of memory before its step: undone, then retried (if offered) or stopped before."
+        comm = learn.comm
+        self.start.take(learn.fit_state)
+        while (error := self.attempt(phase, comm.undoes_alone or learn.guard.on)) is not None:
+            if not comm.undoes_alone and error != PEER_OUT_OF_MEMORY:  # the others wait in the guard's collective:
+                comm.worst(OUT_OF_MEMORY)                               # they undo the batch too (`PeerOutOfMemory`)
+            self.undo(learn, batch, learn.data_time)
+            if not self.retries(): self.stop_before(learn, error, batch, n_samples)
 
     def attempt(self, body, can_undo: bool = True) -> str | None:
         "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
