@@ -366,9 +366,6 @@ class Learner:
         yield self.batch
         self.fit_state.count_step()
 
-    # ---- a training batch: its phase, run by the out-of-memory part (`oom` chapter: undone, retried or stopped before)
-    def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
-
     def _validate_if_due(self, epoch_end: bool = False):
         "Validate if the fit state says so (`eval_every` steps, the epoch's end); mid-epoch, then go back to training."
         if self.dls.valid is None or not self.fit_state.eval_due(epoch_end): return
@@ -447,7 +444,12 @@ class Learner:
         self.callbacks.run('after_pred')
         self.loss, self.loss_parts = model_loss(self.pred, self.yb, self.loss_func, self.training)
 
+    # ---- a training batch, from `before_batch` to the optimizer step (run by `out_of_memory.train_batch`: the `oom`
+    # chapter undoes it at an out-of-memory error, then retries it or stops before it)
+    def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
+
     def _train_one_batch(self):
+        "Forward, loss and backward (of the whole batch, or of each of its `MicroBatches` parts); then the step, if it ends one."
         if self.fit_state.micro == 1: self._forward_backward()
         else: backward_in_parts(self, self._forward_backward)  # (`MicroBatches`: each part, `_forward_backward(weight)`)
         if self.fit_state.makes_step: self._step_and_zero()
