@@ -117,7 +117,7 @@ class Learner:
 
     def request_stop(self, reason: str = 'interrupted'):
         "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
-        self.controls.request_stop(check_stop_reason(reason))
+        self.controls.set_stop(check_stop_reason(reason))
 
     # ---- what a user calls (with `distribute`, in every process: `on_all_processes`)
     @on_all_processes
@@ -375,7 +375,7 @@ class Learner:
 
     def _at_boundary(self):
         "The batch boundary: carry out the controls requested since the last one; then, if all agree, stop the fit here."
-        if self.guard.reported(self.fit_state): self.controls.request_stop('nonfinite')  # (deferred: seen late)
+        if self.guard.reported(self.fit_state): self.controls.set_stop('nonfinite')  # (deferred: seen late)
         if self.controls.at_boundary(self.comm, self.fit_state, self.storage, self._carry_out_request):
             raise CancelFitException('stop requested')
 
@@ -459,7 +459,7 @@ class Learner:
         self._forward()
         if weight is not None: self.loss_grad = self.loss_grad * weight
         if self.guard.stops(self.loss, self.comm, self.fit_state):  # a NaN or inf loss: the fit stops...
-            self.controls.request_stop('nonfinite')
+            self.controls.set_stop('nonfinite')
             raise CancelBatchException  # ...without this batch's backward and step
         oom = self.out_of_memory
         if oom.start.batches_since_step: oom.can_undo = False  # (it adds to the gradients of earlier batches)

@@ -157,7 +157,7 @@ class OutOfMemory:
         learn.fit_state.undo_train_batch(n_samples)
         learn.stop_point.held = [batch, n_samples]
         learn.set_batch(None)
-        learn.controls.request_stop('out_of_memory')
+        learn.controls.set_stop('out_of_memory')
         raise CancelFitException('out of memory')
 
     def stop_in_validation(self, learn, error: str):
@@ -171,5 +171,5 @@ class OutOfMemory:
             raise torch.OutOfMemoryError(f"Out of memory in {where} ({n} samples): {error} Nothing of it is kept. "
                                          f"Evaluate with smaller batches (a loader with batch_size={max(n // 2, 1)}).")
         print(out_of_memory_message(where, n, learn.device, error, learn.resume_hint), flush=True)
-        learn.controls.request_stop('out_of_memory')
+        learn.controls.set_stop('out_of_memory')
         raise CancelFitException('out of memory')
