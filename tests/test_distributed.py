@@ -203,7 +203,7 @@ def test_a_stop_in_the_middle_of_an_accumulation_waits_for_its_step_and_resumes_
         learn = digits_learner(tmp_path / str(stop), bs=32, cbs=[DistributedTrainer(), GradientAccumulation(3)] +
                                ([StopInProcess1()] if stop else []))
         learn.fit(1)
-        stopped = (learn.stop_reason, learn.fit_state.batches, learn.fit_state.pending_micro)
+        stopped = (learn.stop_reason, learn.fit_state.batches, learn.fit_state.batches_since_step)
         if stop:
             torch.distributed.barrier()  # (process 0 has written last.pt)
             learn = digits_learner(tmp_path / str(stop), bs=32, cbs=[DistributedTrainer(), GradientAccumulation(3)])

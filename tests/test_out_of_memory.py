@@ -181,7 +181,7 @@ def test_validate_outside_a_fit_names_the_batch_size(tmp_path):
     learn = make_learner(tmp_path, Fault('valid', 2))
     with pytest.raises(torch.OutOfMemoryError, match=r'valid batch 2 \(16 samples\).*batch_size=8'):
         learn.validate()
-    assert (learn.xb, learn.pred, learn.loss, learn.tally) == (None, None, None, None)
+    assert (learn.xb, learn.pred, learn.loss, learn.valid_tally) == (None, None, None, None)
     assert learn.validate()['accuracy'] > 0  # (nothing left in the way)
 
 

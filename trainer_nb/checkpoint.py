@@ -228,7 +228,7 @@ def own_callbacks(learn) -> list:
 
 def pending_grads(learn) -> dict | None:
     "The accumulated gradients, when a fit stopped between two optimizer steps of an accumulation."
-    if not learn.fit_state.pending_micro: return None
+    if not learn.fit_state.batches_since_step: return None
     return {plain_key(n): p.grad for n, p in learn.raw_model.named_parameters() if p.grad is not None}
 
 def nonfinite_weights(model) -> list[str]:

@@ -25,7 +25,7 @@ class Controls:
         self._queue: list[tuple] = []  # requests not yet taken by the loop: ('save', 'last'), ('scale_lr', 0.5)...
         self.pending: list[tuple] = [] # taken at a boundary and not yet carried out (a stop leaves them to `resume`)
         self.waiting = False           # whether there are requests to take: read by the loop at each boundary
-        self.stop_kind = None          # the stop the loop makes at its next boundary (see `request_stop`)
+        self.stop_kind = None          # the stop the loop makes at its next boundary (see `set_stop`)
         self.lr_scale = 1.             # the factor on the lr, from scale_lr (saved in checkpoints)
         self.stop_after_epoch = False  # set when a stop(when='epoch') takes effect
         self.history: list[dict] = []  # each request that took effect: {'control', 'value', 'step', 'message'}
@@ -53,8 +53,8 @@ class Controls:
             raise ValueError(f"scale_lr takes a finite factor > 0, got {factor!r}.")
         self._put(('scale_lr', float(factor)))
 
-    def request_stop(self, kind: str = 'interrupted'):
-        "Stop at the next boundary, as `kind`: 'interrupted', 'cancelled' or 'nonfinite'. No lock: a signal handler calls it."
+    def set_stop(self, kind: str = 'interrupted'):
+        "Stop at the next boundary, as `kind`: where every request to stop ends (`learn.request_stop`, a Stop, the loop's own). No lock: a signal handler calls it."
         if self.stop_kind is None or kind != 'cancelled': self.stop_kind = kind  # (a callback's cancel does not hide an interrupt)
 
     def _put(self, request: tuple):
@@ -72,7 +72,7 @@ class Controls:
     def took_effect(self, kind: str, value, step: int, storage, result=None) -> str:
         "What the loop calls once it has carried out a request at `step` (`result`: the saved path, the validation's results)."
         if kind == 'stop':
-            if value == 'batch': self.request_stop()
+            if value == 'batch': self.set_stop()
             self.stop_after_epoch = self.stop_after_epoch or value == 'epoch'
             message = f"stop after this {value} (requested at step {step})"
         elif kind == 'save': message = f"saved {result} at step {step}"
@@ -121,12 +121,12 @@ class Controls:
             for kind, value in requests: self.took_effect(kind, value, state.step, storage, carry_out(kind, value))
             stop, _ = comm.at_boundary(self.stop_kind, [])
         # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
-        if not stop or (state.pending_micro and not comm.stops_mid_accumulation and stop != 'nonfinite'): return None
+        if not stop or (state.batches_since_step and not comm.stops_mid_accumulation and stop != 'nonfinite'): return None
         self.stop_kind = stop  # (the strongest of all processes' stops)
         return stop
 
     def stops_after_epoch(self, state) -> bool:
         "At the end of an epoch of `state` (a `FitState`): whether a `stop(when='epoch')` ends the fit here, as an interrupt."
         if not self.stop_after_epoch or state.done: return False
-        self.request_stop()
+        self.set_stop()
         return True

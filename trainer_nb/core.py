@@ -203,6 +203,7 @@ class SingleProcess:
     rank, world_size = 0, 1
     checks_stop_in_validation = True
     stops_mid_accumulation = True
+    undoes_alone = True  # a batch that ran out of memory is undone here alone: no other process to tell
 
     def all_reduce_sum(self, values: list) -> list:
         "Each of `values` summed over all processes: here, as they are."

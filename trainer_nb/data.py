@@ -18,7 +18,7 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
 __all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'split_steps', 'count_steps',
            'steps_of', 'ResumableBatches', 'resumable_batches', 'SeededIndex', 'sample_seed', 'seed_draws',
            'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardBatches', 'shard_loader',
-           'shard_loaders', 'step_samples', 'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers',
+           'shard_loaders', 'step_samples', 'step_sizes', 'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers',
            'epoch_batches', 'eval_batches', 'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
@@ -327,6 +327,13 @@ def step_samples(dl, local: int, world_size: int, offset: int) -> int:
     "The samples (all processes together) of the training step at `offset` samples into its epoch: `local` on this one."
     batches = resumable_batches(dl)
     return local * world_size if batches is None else batches.step_samples(offset)
+
+def step_sizes(dl, world_size: int):
+    "`step_samples` of `dl` as a function `(local, offset) -> samples`, with what it looks up found once: the loop's, each epoch."
+    batches = resumable_batches(dl)
+    if batches is None: return lambda local, offset: local * world_size
+    full, n = batches.batch_size * batches.world_size, batches.sampler.n
+    return lambda local, offset: full if n - offset >= 2 * full else batches.step_samples(offset)  # (the end: as it is)
 
 def draw_epoch_seed(dl) -> int:
     "A seed for a new epoch's order of `dl`."

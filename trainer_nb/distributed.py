@@ -5,24 +5,9 @@
 # %% ../nbs/16_distributed.ipynb #d5defb38
 from __future__ import annotations
 
-import atexit
 import datetime
-import functools
 import os
-import pickle
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
 import time
-import traceback
-import warnings
-import weakref
-from multiprocessing.connection import Connection, wait as mp_wait
-
-import cloudpickle
 
 import torch
 import torch.distributed as dist
@@ -31,11 +16,13 @@ from torch import nn
 from .callback.core import Callback
 from .core import STOP_KINDS, HeldContext
 from .data import shard_loaders
+from .launch import (WorkerFailed, Workers, _dumps, default_backend, free_port, gathered_preds, launch,
+                               on_all_processes)  # (the launcher's: also importable from here)
 from .state import match_world, rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['TorchDistributed', 'set_comm', 'free_port', 'init_distributed', 'DistributedTrainer', 'default_backend',
-           'WorkerFailed', 'Workers', 'launch', 'distribute', 'on_all_processes', 'gathered_preds']
+__all__ = ['TorchDistributed', 'set_comm', 'init_distributed', 'join_processes', 'share_random_states', 'DistributedTrainer',
+           'distribute']
 
 # %% ../nbs/16_distributed.ipynb #a3984779
 class TorchDistributed:
@@ -46,6 +33,7 @@ class TorchDistributed:
     def __init__(self, device='cpu'): # where tensors go for collective operations
         self.device = torch.device(device)
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.undoes_alone = self.world_size == 1  # (with others, they must undo an out-of-memory batch too: see `oom`)
         self.step_times: tuple | None = None  # (slowest s, its process, fastest s, its process), from the last boundary
         self._since, self._waited = None, 0.  # the last boundary; seconds waited in collectives since
 
@@ -98,12 +86,6 @@ def set_comm(learn, comm):
     match_world(learn.fit_state, comm.world_size, learn.dls.train)
 
 # %% ../nbs/16_distributed.ipynb #c5365256
-def free_port() -> int:
-    "A TCP port free on 127.0.0.1 now."
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
 def init_distributed(backend: str | None = None, timeout: float = 120.) -> tuple[int, int]:
     "Join the process group described by the environment (RANK, WORLD_SIZE...), if any; return (rank, world size)."
     if dist.is_available() and dist.is_initialized(): return dist.get_rank(), dist.get_world_size()
@@ -112,6 +94,26 @@ def init_distributed(backend: str | None = None, timeout: float = 120.) -> tuple
     backend = backend or default_backend(world)
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     return dist.get_rank(), dist.get_world_size()
+
+def join_processes(learn, # the learner, which becomes one of the processes
+                   backend: str | None = None, # 'gloo' or 'nccl' (default: `default_backend`)
+                   timeout: float = 120., # seconds a collective may wait before failing
+                  ) -> bool:
+    "Join the process group of the environment; `learn` then trains on its GPU (on CUDA) and talks through `TorchDistributed`. False alone."
+    rank, world = init_distributed(backend, timeout)
+    if world == 1: return False
+    if learn.device.type == 'cuda':
+        local = int(os.environ.get('LOCAL_RANK', rank)) % torch.cuda.device_count()  # (more processes: they share)
+        learn.device = torch.device('cuda', local)
+        learn.model.to(learn.device)
+    learn.set_comm(TorchDistributed(learn.device if dist.get_backend() == 'nccl' else 'cpu'))
+    return True
+
+def share_random_states():
+    "Give every process process 0's random states: the same random streams everywhere (at the start of each fit)."
+    states = [rng_states() if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(states, src=0)
+    set_rng_states(states[0])
 
 class DistributedTrainer(Callback):
     "Train data-parallel over the processes of a torch.distributed group (a no-op in a single process)."
@@ -127,18 +129,9 @@ class DistributedTrainer(Callback):
         self.no_sync = HeldContext()
 
     def before_fit(self):
-        learn = self.learn
-        rank, world = init_distributed(self.backend, self.timeout)
-        if world == 1: return
-        if learn.device.type == 'cuda':
-            local = int(os.environ.get('LOCAL_RANK', rank)) % torch.cuda.device_count()  # (more processes: they share)
-            learn.device = torch.device('cuda', local)
-            learn.model.to(learn.device)
-        learn.set_comm(TorchDistributed(learn.device if dist.get_backend() == 'nccl' else 'cpu'))
-        states = [rng_states() if rank == 0 else None]
-        dist.broadcast_object_list(states, src=0)  # the same random streams everywhere (process 0's)
-        set_rng_states(states[0])
-        if not isinstance(learn.model, nn.parallel.DistributedDataParallel): self._wrap()
+        if not join_processes(self.learn, self.backend, self.timeout): return
+        share_random_states()
+        if not isinstance(self.learn.model, nn.parallel.DistributedDataParallel): self._wrap()
 
     def _wrap(self):
         learn = self.learn
@@ -149,7 +142,7 @@ class DistributedTrainer(Callback):
     def before_batch(self):
         learn = self.learn
         if learn.comm.world_size == 1 or not learn.training: return
-        if not learn.fit_state.steps_now:  # a batch of a gradient accumulation: exchange gradients only with the last
+        if not learn.fit_state.makes_step:  # a batch of a gradient accumulation: exchange gradients only with the last
             self.no_sync.enter(learn.model.no_sync())
 
     def after_backward(self): self.no_sync.exit()
@@ -158,8 +151,8 @@ class DistributedTrainer(Callback):
     def after_cancel_backward(self):
         "A batch that steps skipped its backward: exchange the gradients accumulated before it, as its backward would."
         learn, state = self.learn, self.learn.fit_state
-        if learn.comm.world_size == 1 or not (learn.training and state.steps_now): return
-        grads = [p.grad for p in learn.raw_model.parameters() if p.grad is not None] if state.pending_micro else []
+        if learn.comm.world_size == 1 or not (learn.training and state.makes_step): return
+        grads = [p.grad for p in learn.raw_model.parameters() if p.grad is not None] if state.batches_since_step else []
         for g in grads:  # (else each process would step with its own gradients)
             dist.all_reduce(g)
             g /= learn.comm.world_size
@@ -170,273 +163,17 @@ class DistributedTrainer(Callback):
         learn = self.learn
         if isinstance(learn.model, nn.parallel.DistributedDataParallel): learn.model = learn.model.module
 
-# %% ../nbs/16_distributed.ipynb #8b6edcca
-_ENV_KEYS = ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE', 'LOCAL_RANK')
-
-def default_backend(nprocs: int) -> str:
-    "NCCL when there is a GPU for each process, else gloo; counted through NVML, without initialising CUDA here."
-    return 'nccl' if torch.cuda.device_count() >= nprocs else 'gloo'  # (never `is_available()`: it may poison forks)
-
-def _dumps(what: str, obj) -> bytes:
-    "`obj` pickled with cloudpickle (functions and classes of the notebook by value), or an error that says what to do."
-    try: return cloudpickle.dumps(obj)
-    except Exception as e:
-        raise TypeError(f"The other processes get {what} pickled with cloudpickle, and it cannot pickle it: "
-                        f"{type(e).__name__}: {e}. Create what cannot be pickled (open files, locks, generators, "
-                        "loaders with worker processes) inside the function they run.") from e
-
-def _worker_command(rank: int, conn_fd: int) -> list[str]:
-    "The command line of process `rank`: a fresh Python interpreter, with this process's module path."
-    code = (f"import sys; sys.path[:] = {sys.path!r}; from trainer_nb.distributed import _serve; "
-            f"_serve({rank}, {conn_fd})")
-    return [sys.executable, '-c', code]
-
-def _watch_parent(parent: int):
-    "In a worker: end this process when the process that started it (the notebook's kernel) has gone."
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent: os._exit(3)
-
-def _serve(rank: int, conn_fd: int):
-    "A worker's life: join the process group, then run the calls it is sent until it is told to end (or its parent goes)."
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (stops reach it through the collectives: see `Workers`)
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
-    conn = Connection(conn_fd)
-    setup = pickle.loads(conn.recv_bytes())
-    os.chdir(setup['cwd'])
-    os.environ.update(setup['env'])
-    torch.set_num_threads(setup['threads'])
-    learn, code = None, 0
-    conn.send_bytes(pickle.dumps(('ok', None)))  # ready: imports done
-    try:
-        dist.init_process_group(setup['backend'], rank=rank, world_size=setup['world'],
-                                timeout=datetime.timedelta(seconds=setup['timeout']))
-        conn.send_bytes(pickle.dumps(('ok', None)))
-        while True:
-            try: msg = conn.recv_bytes()
-            except (EOFError, OSError): break  # the kernel has gone
-            kind, payload = pickle.loads(msg)
-            if kind == 'close': break
-            try:
-                fn, args, kwargs = pickle.loads(payload)
-                if kind == 'run': result = fn(*args, **kwargs)  # `launch`
-                elif kind == 'make': learn = result = _distributed_learner(fn(*args, **kwargs))
-                elif kind == 'method': result = getattr(learn, fn)(*args, **kwargs)
-                else: result = fn(learn, *args, **kwargs)  # 'each'
-                reply = ('ok', result if kind == 'each' else None)
-            except BaseException as e:
-                reply = ('error', ''.join(traceback.format_exception(type(e), e, e.__traceback__)))
-            try: data = cloudpickle.dumps(reply)
-            except Exception as e: reply, data = ('error',), pickle.dumps(('error', f"Its result cannot be pickled: {e!r}"))
-            conn.send_bytes(data)
-            if reply[0] == 'error':  # the same error in every process (e.g. a missing file): process 0 says go on;
-                if conn.poll(2.) and pickle.loads(conn.recv_bytes())[0] == 'continue': continue
-                code = 1  # else it leaves: the others' collectives with it fail at once, not after the timeout
-                break
-    except BaseException as e:
-        code = 1
-        try: conn.send_bytes(pickle.dumps(('error', ''.join(traceback.format_exception(type(e), e, e.__traceback__)))))
-        except OSError: pass
-    finally:
-        if dist.is_initialized(): dist.destroy_process_group()
-    os._exit(code)
-
-# %% ../nbs/16_distributed.ipynb #b2d15e77
-_live_workers = weakref.WeakSet()  # the `Workers` of this process not closed yet (one process group at a time)
-
-def _close_all_workers():
-    for w in list(_live_workers): w.close('the Python process (the kernel) is ending')
-
-atexit.register(_close_all_workers)
-
-def _waited_for_others(error) -> bool:
-    "Whether `error` (process 0's) says that a collective failed: another process died, left or did not come."
-    return isinstance(error, dist.DistError) or any(s in str(error) for s in (
-        'Connection closed by peer', 'Timed out', 'timed out', 'Connection reset', 'NCCL', 'gloo'))
-
-class WorkerFailed(RuntimeError):
-    "A process of a distributed run failed, died or stopped answering: its workers were ended."
-
-class Workers:
-    "Processes 1..nprocs-1 of a distributed run, started from this process (process 0), each running what it is sent."
-    def __init__(self,
-                 nprocs: int, # processes in all, this one included
-                 backend: str | None = None, # 'gloo' or 'nccl' (default: `default_backend`)
-                 timeout: float = 60., # seconds a collective or a process may keep the others waiting
-                 restart: str = 'launch(...) again', # what starts a new run, as errors name it
-                ):
-        if nprocs < 1: raise ValueError(f"nprocs must be >= 1, got {nprocs}.")
-        for w in list(_live_workers):
-            warnings.warn("The workers of an earlier distributed learner were still running: closed (one process "
-                          "group per process; close one with learn.close()).", stacklevel=3)
-            w.close('a new distributed run started in this process')
-        if dist.is_initialized():
-            raise RuntimeError("A process group is already running in this process (not started by trainer_nb): "
-                               "call torch.distributed.destroy_process_group() first.")
-        self.nprocs, self.timeout, self.restart = nprocs, timeout, restart
-        self.backend = backend or default_backend(nprocs)
-        self.closed: str | None = None  # why the workers ended
-        self.busy = False  # a call is running (a call within it, as `lr_find`'s fit, runs here only)
-        self.procs, self.conns, self.logs, self.results = [], [], [], []
-        self.learn = None  # process 0's learner, for a `distribute` run
-        self.threads, self.saved_env = torch.get_num_threads(), {k: os.environ.get(k) for k in _ENV_KEYS}
-        share = max(1, self.threads // nprocs)  # each process gets its share of the cores
-        env = dict(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(free_port()), WORLD_SIZE=str(nprocs))
-        _live_workers.add(self)
-        try:
-            for rank in range(1, nprocs): self._start(rank, env, share)
-            self._replies(time.monotonic() + max(timeout, 120.), 'starting')  # each has imported torch: 'ready'
-            os.environ.update(env, RANK='0', LOCAL_RANK='0')
-            torch.set_num_threads(share)
-            dist.init_process_group(self.backend, rank=0, world_size=nprocs, timeout=datetime.timedelta(seconds=timeout))
-            self._replies(time.monotonic() + timeout, 'joining the process group')
-        except BaseException:
-            self.close('its start failed')
-            raise
-
-    def _start(self, rank: int, env: dict, threads: int):
-        "Start process `rank`: a fresh interpreter (spawned: safe whatever this process did with CUDA), in its own session."
-        ours, theirs = socket.socketpair()
-        log = tempfile.TemporaryFile()  # what it prints: shown in the error if it fails
-        setup = dict(cwd=os.getcwd(), env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)), threads=threads,
-                     backend=self.backend, world=self.nprocs, timeout=self.timeout)
-        with theirs:
-            proc = subprocess.Popen(_worker_command(rank, theirs.fileno()), pass_fds=[theirs.fileno()],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # (the kernel's interrupt reaches process 0 only)
-        conn = Connection(ours.detach())
-        conn.send_bytes(pickle.dumps(setup))
-        self.procs.append(proc); self.conns.append(conn); self.logs.append(log)
-
-    def call(self,
-             kind: str, # 'run' (a function), 'make' (a learner), 'method' (of the learner), 'each' (fn(learner))
-             fn, # the function, or the method's name
-             args: tuple, kwargs: dict, # its arguments, the same in every process
-             here, # runs it in this process: `here()`
-            ):
-        "Run `fn` in every process: send it to the workers, run `here()`, wait for them; process 0's result."
-        self.check_open()
-        if self.busy: return here()
-        payload = _dumps(f"{fn if isinstance(fn, str) else getattr(fn, '__name__', 'the function')} and its arguments",
-                         (fn, args, kwargs))
-        self.busy = True
-        try:
-            self._send(kind, payload)
-            try: result = here()
-            except BaseException as e:
-                grace = 0. if isinstance(e, KeyboardInterrupt) else min(5., self.timeout)
-                self._replies(time.monotonic() + grace, f'in {self._what(kind, fn)}', cause=e)
-                raise
-            self.results = self._replies(time.monotonic() + self.timeout, f'in {self._what(kind, fn)}')
-            return result
-        except KeyboardInterrupt:
-            self.close('interrupted while they were running')
-            raise
-        finally: self.busy = False
-
-    def each(self, fn, *args, **kwargs) -> list:
-        "`fn(learner, *args, **kwargs)` in every process of a `distribute` learner: their results, process 0's first."
-        return [self.call('each', fn, args, kwargs, lambda: fn(self.learn, *args, **kwargs))] + self.results
-
-    def _what(self, kind, fn) -> str:
-        return f"learn.{fn}()" if kind == 'method' else getattr(fn, '__name__', 'the call')
-
-    def check_open(self):
-        if self.closed:
-            raise RuntimeError(f"The other processes of this distributed run have ended ({self.closed}). Start again "
-                               f"with {self.restart}; a fit that stopped resumes from its last checkpoint: "
-                               "learn.load('last'), then learn.resume().")
-
-    def _send(self, kind: str, payload: bytes):
-        for rank, conn in enumerate(self.conns, 1):
-            try: conn.send_bytes(pickle.dumps((kind, payload)))
-            except OSError: self._fail(rank, None, None)
-
-    def _replies(self, deadline: float, during: str, cause=None) -> list:
-        "Wait until `deadline` for every worker's answer; raise `WorkerFailed` (closing them) if one failed or is silent."
-        pending, results, failed = dict(enumerate(self.conns, 1)), {}, {}
-        while pending:
-            ready = mp_wait(list(pending.values()), timeout=min(0.2, max(0., deadline - time.monotonic())))
-            for rank in [r for r, c in pending.items() if c in ready]:
-                try: status, value = pickle.loads(pending.pop(rank).recv_bytes())
-                except (EOFError, OSError): self._fail(rank, None, cause, during)
-                if status == 'error':
-                    if cause is None or _waited_for_others(cause): self._fail(rank, value, cause, during)
-                    failed[rank] = value  # (process 0 failed too: maybe all of them, the same way)
-                results[rank] = value
-            if pending and time.monotonic() >= deadline:
-                if cause is not None and not _waited_for_others(cause):  # process 0 failed alone: they wait for it
-                    self.close(f"process 0 failed: {type(cause).__name__}")
-                    cause.add_note(f"The other processes were ended (they did not finish). Start again with {self.restart}.")
-                    return []
-                self._fail(min(pending), 'timeout', cause, during)
-        if failed and len(failed) < len(self.conns): self._fail(min(failed), failed[min(failed)], cause, during)
-        if failed:  # every process raised, none waits in a collective: they go on to the next call
-            self._send('continue', b'')
-            cause.add_note("(Every process raised this error; the other processes wait for the next call.)")
-        return [results[r] for r in sorted(results)]
-
-    def _fail(self, rank: int, tb: str | None, cause, during: str = ''):
-        "Close the workers and raise an error that names process `rank`: its traceback, or how it died, and its output."
-        proc = self.procs[rank - 1]
-        if tb == 'timeout': why = f"did not answer {during} (timeout {self.timeout:g} s): it hangs or is too slow"
-        elif tb is not None: why = f"failed {during}:\n{tb}"
-        else:
-            try: code = proc.wait(timeout=5)
-            except subprocess.TimeoutExpired: code = None
-            how = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0 else
-                   f"exit code {code}" if code is not None else "its connection closed")
-            why = f"died {during} ({how})"
-        output = self._output(rank)
-        self.close(f"process {rank} {why.splitlines()[0].rstrip(':')}")
-        raise WorkerFailed(f"Process {rank} of the distributed run {why}" +
-                           (f"\nIts last output:\n{output}" if output and (tb is None or tb == 'timeout') else '') +
-                           f"\nThe other processes were ended. Start again with {self.restart}.") from cause
-
-    def _output(self, rank: int, chars: int = 3000) -> str:
-        log = self.logs[rank - 1]
-        try:
-            log.seek(0)
-            return log.read().decode(errors='replace')[-chars:].strip()
-        except (OSError, ValueError): return ''
-
-    def close(self, reason: str = 'closed with learn.close()'):
-        "End the workers (they leave the process group, or are killed after 2 s), and leave the process group here."
-        if self.closed: return
-        self.closed = reason
-        _live_workers.discard(self)
-        if dist.is_initialized(): dist.destroy_process_group()  # (a worker still in a collective fails at once)
-        for conn in self.conns:
-            try: conn.send_bytes(pickle.dumps(('close', None)))
-            except OSError: pass
-        deadline = time.monotonic() + 2
-        for proc in self.procs:
-            try: proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired: proc.kill(); proc.wait()
-        for conn in self.conns: conn.close()
-        torch.set_num_threads(self.threads)
-        for k, v in self.saved_env.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
-
-    def __repr__(self):
-        return f"Workers({self.nprocs} processes, {self.backend}, {self.closed or 'running'})"
-
-# %% ../nbs/16_distributed.ipynb #d4e5f6a7
-def launch(fn, nprocs: int = 2, *args, backend: str | None = None, timeout: float = 60., **kwargs):
-    "Run `fn(*args, **kwargs)` on `nprocs` processes: process 0 here, the others started fresh. Return process 0's result."
-    if nprocs < 1: raise ValueError(f"nprocs must be >= 1, got {nprocs}.")
-    _dumps(f"{getattr(fn, '__name__', 'fn')} and its arguments", (fn, args, kwargs))  # (checked before any start)
-    workers = Workers(nprocs, backend, timeout, restart=f'launch({getattr(fn, "__name__", "fn")}, {nprocs})')
-    try: return workers.call('run', fn, args, kwargs, lambda: fn(*args, **kwargs))
-    finally: workers.close('launch has returned')
-
+# %% ../nbs/16_distributed.ipynb #d15c0de1
 def _distributed_learner(learn):
     "`learn`, made by `make_learner` in one process of `distribute`: checked, with a `DistributedTrainer` if it has none."
     if not callable(getattr(learn, 'fit', None)) or not hasattr(learn, 'cbs'):
         raise TypeError(f"make_learner must return a Learner, not {type(learn).__name__}.")
     if not any(getattr(cb, 'spans_processes', False) for cb in learn.cbs): learn.add_cb(DistributedTrainer())
     return learn
+
+def _made_learner(make_learner, args: tuple, kwargs: dict):
+    "What each process of `distribute` runs to make its learner."
+    return _distributed_learner(make_learner(*args, **kwargs))
 
 def distribute(make_learner, # makes the learner, in each process: `make_learner(*args, **kwargs)`
                nprocs: int = 2, # processes, this one (process 0) included
@@ -448,42 +185,11 @@ def distribute(make_learner, # makes the learner, in each process: `make_learner
     name = getattr(make_learner, '__name__', 'make_learner')
     _dumps(f"{name} and its arguments", (make_learner, args, kwargs))
     workers = Workers(nprocs, backend, timeout, restart=f'learn = distribute({name}, {nprocs})')
-    try: learn = workers.call('make', make_learner, args, kwargs, lambda: _distributed_learner(make_learner(*args, **kwargs)))
+    try: learn = workers.call('make', _made_learner, (make_learner, args, kwargs), {}, lambda: _made_learner(make_learner, args, kwargs))
     except BaseException:
         workers.close('make_learner failed')
         raise
     learn.workers, workers.learn = workers, learn
     return learn
 
-def on_all_processes(method, name: str | None = None):
-    "`method` of the Learner, made to run in every process of a `distribute` learner, with the same arguments."
-    name = name or method.__name__
-    @functools.wraps(method)
-    def run(learn, *args, **kwargs):
-        workers = getattr(learn, 'workers', None)
-        if workers is None: return method(learn, *args, **kwargs)
-        return workers.call('method', name, args, kwargs, lambda: method(learn, *args, **kwargs))
-    return run
-
-def _interleaved(parts: list):
-    "The shares of `ShardBatches` (process r: items r, r + n, ...) of each tensor of `parts`' results, back in order."
-    world, out = len(parts), []
-    for shares in zip(*parts):
-        if not all(isinstance(t, torch.Tensor) for t in shares):
-            raise TypeError("get_preds with several processes puts tensors back in order, and got "
-                            f"{type(shares[0]).__name__}: pass dl= (each process then predicts all of it).")
-        whole = shares[0].new_empty((sum(len(t) for t in shares), *shares[0].shape[1:]))
-        for rank, t in enumerate(shares): whole[rank::world] = t
-        out.append(whole)
-    return tuple(out)
-
-def gathered_preds(get_preds):
-    "The Learner's `get_preds`: with `distribute`, each process predicts its share of the validation set; all of it returns."
-    @functools.wraps(get_preds)
-    def run(learn, dl=None, *args, **kwargs):
-        workers = getattr(learn, 'workers', None)
-        if workers is None or workers.busy or dl is not None or learn.world_size == 1:  # (dl: each process does all of it)
-            return on_all_processes(get_preds)(learn, dl, *args, **kwargs)
-        return _interleaved(workers.each(lambda l: get_preds(l, None, *args, **kwargs)))
-    return run
 

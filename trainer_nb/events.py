@@ -187,7 +187,7 @@ def _checked_value(name: str, value):
     "`value` as `put_scalar` keeps it (a float, or a one-element tensor left on its device), or an error naming `name`."
     if isinstance(value, float): return float(value)  # the usual value (numpy's float64 too)
     if isinstance(value, torch.Tensor):
-        _check_one_element(name, value, value.numel())  # (metadata: no device sync)
+        if value.numel() != 1: _check_one_element(name, value, value.numel())  # (metadata: no device sync)
         # A CPU tensor is read now (no device to wait for, and a float is cheaper to keep than a tensor);
         # others wait, unsynchronised, until something reads the history.
         if value.is_cpu:
@@ -224,6 +224,10 @@ class EventStorage:
         "Record `value` under `name` at `cur_iter`; refuse, naming the scalar, anything that is not one number."
         if not isinstance(name, str) or not name: raise _bad_name(name)
         value = _checked_value(name, value)
+        self._history(name, smoothing_hint).update(value, self.iter if cur_iter is None else cur_iter)
+
+    def _history(self, name: str, smoothing_hint: bool) -> HistoryBuffer:
+        "The history of `name` in the name scope (made at its first value), refused if logged before with another hint."
         name = self._prefix + name
         history = self._histories.get(name)
         if history is None:
@@ -232,7 +236,7 @@ class EventStorage:
         elif self._hints[name] != smoothing_hint:
             raise ValueError(f"Scalar {name!r} was first logged with smoothing_hint={self._hints[name]}; "
                              "log it with the same hint every time.")
-        history.update(value, self.iter if cur_iter is None else cur_iter)
+        return history
 
     def put_scalars(self, *, smoothing_hint: bool = True, cur_iter: int | None = None, **scalars):
         "Record several scalars at once: `put_scalars(loss=l, acc=a)`, or `put_scalars(**{'valid/loss': l})`."
@@ -332,9 +336,16 @@ class ScalarRow:
                  names: dict[str, bool], # each name, with its smoothing hint, in the order of `put`'s values
                 ):
         self.storage, self.names = storage, dict(names)
+        self._scope, self._histories = None, []  # (the storage's name prefix and histories when they were found)
 
     def put(self, *values):
         "Record `values`, one per name, as `put_scalar` does."
         if len(values) != len(self.names):
             raise TypeError(f"ScalarRow.put takes {len(self.names)} values ({', '.join(self.names)}), got {len(values)}.")
-        for (name, hint), value in zip(self.names.items(), values): self.storage.put_scalar(name, value, hint)
+        storage = self.storage
+        if self._scope is None or self._scope[0] != storage._prefix or self._scope[1] is not storage._histories:
+            self._histories = [(name, storage._history(name, hint)) for name, hint in self.names.items()]
+            self._scope = (storage._prefix, storage._histories)
+        it = storage.iter
+        for (name, history), value in zip(self._histories, values):
+            history.update(value if type(value) is float else _checked_value(name, value), it)

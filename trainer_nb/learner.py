@@ -18,7 +18,7 @@ from .callback.core import (DISPLAY_CALLBACKS, Callback, Callbacks, CancelBackwa
                                       CancelStepException, CancelTrainException, CancelValidException,
                                       as_callback_list, first_error, fit_error, show_loop, stop_reason_of)
 from .callback.liveplot import LivePlotCallback, check_compare
-from .callback.micro import micro_parts
+from .callback.micro import backward_in_parts
 from .callback.outputs import get_preds, predict, sample_losses
 from .callback.panel import ControlPanelCallback
 from .callback.progress import ProgressCallback
@@ -31,16 +31,17 @@ from .controls import Controls, check_stop_reason
 from .trackers import report_callbacks
 from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, stop_message, to_device,
                              unwrap_model)
-from .data import (as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, step_samples,
+from .data import (as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, step_sizes,
                              timed)
-from .distributed import gathered_preds, on_all_processes, set_comm
+from .distributed import set_comm
+from .launch import gathered_preds, on_all_processes
 from .sharded import load_sharded
 from .events import EventStorage
-from .loop import Loop, check_tracked, warn_untracked
+from .loop import Loop, check_tracked, make_loop
 from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
-from .oom import BatchStart, drop_frames, first_line, free_memory, out_of_memory_message
-from .parts import (OUT_OF_MEMORY, PEER_OUT_OF_MEMORY, batch_size, call_model, check_device, check_loss,
+from .oom import OutOfMemory
+from .parts import (batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, compiled, make_optimizer, model_loss, nan_guard_for, predictions,
                               refuse_nested, scaled_step, set_lr, split_batch, step_scalars)
@@ -99,13 +100,13 @@ class Learner:
         self.workers = None  # with `distribute`: the other processes, where the public methods run too (`Workers`)
         self.controls = Controls()  # requests from a person (widgets) or code, applied at batch boundaries
         self.callbacks = Callbacks(learn=self)
-        self.training = self.in_fit = self.own_loop = False  # own_loop: a loop you write takes the batches (`loop`)
-        self.dl = self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
-        self.batch_start = BatchStart(self.model, self.device)  # what a batch changes before its step (`oom` chapter)
-        self.undoable = False  # whether an out-of-memory error now could be undone (before the optimizer step)
-        self.split, self.data_time = 'train', 0.  # split: 'train', 'valid', 'test' or 'preds' (get_preds)
+        self.training = self.in_fit = False
+        self.dl = None
+        self.set_batch(None)  # the batch and what is computed from it: batch, xb, yb, pred, loss, loss_grad, loss_parts
+        self.out_of_memory = OutOfMemory(self.model, self.device)  # a batch's undo, retry or stop (`oom` chapter)
+        self.split = 'train'  # 'train', 'valid', 'test' or 'preds' (get_preds)
         self.valid_results = self.test_results = self.lr_find_results = None
-        self.tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
+        self.valid_tally: ValidationTally | None = None  # what the running validation adds up (see `metrics`)
         self.last_checkpoint: str | None = None  # the last checkpoint saved, and its step (the panel shows it)
         self.fit_kind: str | None = None  # 'fit' or 'resume': how the running (or last) fit started (see `RunRecord`)
         self.resume_hint = 'learn.resume()'  # what continues a stopped fit, as messages name it (a script: its command)
@@ -119,7 +120,7 @@ class Learner:
 
     def request_stop(self, reason: str = 'interrupted'):
         "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
-        self.controls.request_stop(check_stop_reason(reason))
+        self.controls.set_stop(check_stop_reason(reason))
 
     # ---- what a user calls (with `distribute`, in every process: `on_all_processes`)
     @on_all_processes
@@ -142,13 +143,10 @@ class Learner:
             return long_fit(self, start, as_callback_list(cbs), n_epochs, n_steps, time_limit, resume)
         check_metrics_loaders(self.metrics, self.dls)
         cbs = as_callback_list(cbs)
-        n_batches, world_size = loader_len(self.dls.train), self.comm.world_size
-        state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, n_batches, world_size, cbs)
+        state = self.plan_fit(n_epochs, n_steps, eval_every, cbs)
         if compare is not None: state.plan['compare'] = self._compared(compare, cbs)
         if lr is not None: set_lr(self.opt, check_lr(lr))
-        self.stop_point, self.controls.pending = StopPoint(), []  # (what a stopped fit left undone is for `resume`)
-        self.fit_kind = 'fit'
-        self._run_fit(state, cbs)
+        for _ in self.run(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
 
     def _compared(self, compare, cbs) -> list[str]:
         "The folders of `fit(compare=...)`, checked, where a live plot will draw them."
@@ -167,9 +165,9 @@ class Learner:
         if self.fit_state.plan.get('method') == 'loop':
             raise RuntimeError("The last fit is a loop you write (learn.loop): continue it with the same `for batch "
                                "in loop:` cell, or, after a load, `for batch in learn.loop(resume=True):`.")
-        self._run_fit(*self._resumed(cbs))
+        for _ in self.run(*self.resumed_fit(cbs), resumed=True): pass
 
-    def _resumed(self, cbs) -> tuple[FitState, list]:
+    def resumed_fit(self, cbs) -> tuple[FitState, list]:
         "The fit state and callbacks to resume the last fit with (checked), the random states put back: for `resume` and `loop`."
         check_resumable(self.fit_state)
         cbs, stopped_here = as_callback_list(cbs), self.stop_point.fit_cbs
@@ -189,21 +187,20 @@ class Learner:
             ) -> Loop:
         "A fit whose step you write: `for batch in learn.loop(5): ...` (see the `loop` chapter)."
         refuse_nested(self.in_fit, 'loop')
-        if self.workers is not None:
-            raise RuntimeError("learn.loop runs the body you write in this process only, and a distribute() learner's "
-                               "other processes cannot run it: use learn.fit with a train_step, or run the loop in "
-                               "each process under torchrun (with DistributedTrainer).")
-        cbs = as_callback_list(cbs)
-        if resume:
-            check_resumable(self.fit_state)
-            if self.fit_state.plan.get('method') != 'loop':
-                raise RuntimeError("The last fit was made by fit(): continue it with learn.resume().")
-            return Loop(self, None, cbs)
-        warn_untracked(self, sys._getframe(1))
+        return make_loop(self, n_epochs, n_steps, eval_every, as_callback_list(cbs), resume, sys._getframe(1))
+
+    def plan_fit(self,
+                 n_epochs: int | None, # train for this many epochs...
+                 n_steps: int | None, # ...or this many optimizer steps
+                 eval_every: int | None, # validate every this many steps
+                 cbs: list, # the fit's own callbacks (its plan names them, for a resume after a restart)
+                 method: str = 'fit', # 'fit', or 'loop': a loop you write takes the batches (`learn.loop`)
+                ) -> FitState:
+        "The state of a new fit, checked, continuing this learner's step count: what `run` takes."
         state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, loader_len(self.dls.train),
                               self.comm.world_size, cbs)
-        state.plan['method'] = 'loop'
-        return Loop(self, state, cbs)
+        state.plan['method'] = method
+        return state
 
     def track(self, **objects):
         "Save and restore `objects` with the learner's checkpoints: your optimizers, schedulers, scalers (each with `state_dict`)."
@@ -281,25 +278,28 @@ class Learner:
         "End the other processes of a learner made by `distribute` (nothing otherwise)."
         if self.workers is not None: self.workers.close()
 
-    # ---- a fit from start to end: `after_fit` always, and the one place that sets the stop reason
-    def _run_fit(self, state: FitState, cbs: list):
-        for _ in self._fit_steps(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
-
-    def _fit_steps(self, state: FitState, cbs: list, own_loop: bool = False):
-        "A fit from start to end, as a generator: with `own_loop`, it yields each training batch, whose step is yours."
+    # ---- a fit from start to end, as one generator for both faces: `fit` and `resume`, and a loop you write
+    def run(self,
+            state: FitState, # the fit: new (`plan_fit`) or resumed (`resumed_fit`)
+            cbs: list, # its callbacks
+            resumed: bool = False, # whether it continues a stopped fit (else what a stopped one left is dropped)
+           ):
+        "Run a fit from start to end, as a generator: a fit made by `learn.loop` yields each training batch, whose step is yours."
+        if not resumed:  # (what a stopped fit left undone is for `resume`)
+            self.stop_point, self.controls.pending, self.fit_kind = StopPoint(), [], 'fit'
         self.fit_state, self.stop_point.fit_cbs = state, cbs
         start_state(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
         self.controls.start_fit()
         guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
         interrupts = DeferredInterrupt(self.request_stop, stop_message(self.resume_hint))  # (a first one: a stop)
         with self.added_cbs(cbs), self.storage, interrupts, guard as self.guard:
-            self.in_fit, self.own_loop = True, own_loop
+            self.in_fit = True
             try: yield from self._fit()
             finally:
                 release_workers(self.dls)  # (persistent loaders' worker processes: see the `data` chapter)
-                self.in_fit = self.own_loop = False
+                self.in_fit = False
                 self._set_mode(False, None)
-                self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_grad = self.loss_parts = None
+                self.set_batch(None)
 
     def _fit(self):
         "`before_fit`, the epochs, a test evaluation, then always `after_fit`; the error, if any, is raised last."
@@ -351,88 +351,29 @@ class Learner:
         state = self.fit_state
         self._validate_if_due()  # a validation that an interrupt cut short is run again first
         batches = timed(self.stop_point.train_batches(self.dl, state))
-        self.batch_start = BatchStart(self.model, self.device)
+        self.out_of_memory.watch(self.model, self.device)
+        hand_out = state.plan.get('method') == 'loop'  # a loop you write (`learn.loop`) takes each batch, and its step
+        samples_of = step_sizes(self.dl, self.comm.world_size)  # (local, offset) -> the step's samples, all processes
         self._at_boundary()
         for data_time, batch in batches:
-            self._set_batch(batch, data_time)
-            n_samples = step_samples(self.dl, batch_size(self.xb, self.yb), self.comm.world_size, state.epoch_offset)
+            self.set_batch(batch, data_time)
+            n_samples = samples_of(batch_size(self.xb, self.yb), state.epoch_offset)
             state.start_train_batch(n_samples)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
-            if self.own_loop: yield from self.callbacks.phase_steps('batch', self._hand_out, CancelBatchException)
-            else: self._train_batch(batch, n_samples)
+            if hand_out: yield from self.callbacks.phase_steps('batch', self._hand_batch_to_loop, CancelBatchException)
+            else: self.out_of_memory.train_batch(self, self._train_batch_phase, batch, n_samples)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
             self._at_boundary()
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
-        if state.pending_micro:  # what the last batches left (a loader of unknown length, a skipped step)...
+        if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
             with suppress(CancelBatchException): self._step_and_zero()  # ...unless a callback puts it off again
 
-    def _hand_out(self):
+    def _hand_batch_to_loop(self):
         "A loop you write (`learn.loop`) takes the batch here, and makes its step: the loop counts one."
         yield self.batch
         self.fit_state.count_step()
-
-    # ---- out of memory in a batch: undone before its step (see the `oom` chapter)
-    def _train_batch(self, batch, n_samples: int):
-        "A training batch's phase; if it runs out of memory before its step: undone, then retried in parts or stopped before."
-        self.batch_start.take(self.fit_state)
-        while True:
-            error = self._until_out_of_memory(self._train_batch_phase, self.comm.world_size == 1 or self.guard.on)
-            if error is None: return
-            if self.comm.world_size > 1 and error != PEER_OUT_OF_MEMORY:  # the others wait in the guard's collective:
-                self.comm.worst(OUT_OF_MEMORY)                            # they undo the batch too (`PeerOutOfMemory`)
-            self._undo_batch()
-            if not any(cb.retry_out_of_memory() for cb in self.cbs if hasattr(cb, 'retry_out_of_memory')):
-                self._stop_out_of_memory(error, batch, n_samples)
-            self._set_batch(batch, self.data_time)  # (again as loaded: before_batch may have changed xb)
-
-    def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
-
-    def _until_out_of_memory(self, body, undoable: bool = True) -> str | None:
-        "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
-        self.undoable = undoable  # until the optimizer step starts, or a backward pass that cannot be undone
-        try: body()
-        except torch.OutOfMemoryError as e:
-            if self.undoable: return first_line(e)
-            raise drop_frames(add_note(e, "(out of memory where the fit cannot undo the batch: in the optimizer step or "
-                                          "after it, in a backward pass that added to gradients accumulated before it, "
-                                          "or, with several processes, once they exchange gradients (or with "
-                                          "nan_guard=False, whose collective tells the others). Load the last "
-                                          "checkpoint (learn.load('last')), then resume with MicroBatches or a smaller "
-                                          "batch.)"))
-        return None
-
-    def _undo_batch(self):
-        "Put back what a training batch changed before its step: its gradients and tensors, random states, batch-norm statistics."
-        self.pred = self.loss = self.loss_grad = self.loss_parts = None
-        if not self.batch_start.pending_micro: self.opt.zero_grad(set_to_none=True)
-        self.batch_start.restore(self.fit_state)
-        self.callbacks.run('after_cancel_batch')  # (what callbacks hold for a batch: autocast...)
-        free_memory(self.device)
-
-    def _stop_out_of_memory(self, error: str, batch, n_samples: int):
-        "Stop the fit before the batch that ran out of memory: the loader's batch is held, to be trained on first by `resume`."
-        print(out_of_memory_message(fit_position(self), n_samples // self.comm.world_size, self.device, error,
-                                    self.resume_hint, self.fit_state.micro), flush=True)
-        self.fit_state.undo_train_batch(n_samples)
-        self.stop_point.held = [batch, n_samples]
-        self.batch = self.xb = self.yb = None
-        self.controls.request_stop('out_of_memory')
-        raise CancelFitException('out of memory')
-
-    def _valid_out_of_memory(self, error: str):
-        "A validation batch ran out of memory: in a fit, the fit stops (`resume` validates again); outside, an error."
-        n = batch_size(self.xb, self.yb)
-        where = fit_position(self) if self.in_fit else f"{self.split} batch {self.fit_state.iter + 1}"
-        self.batch = self.xb = self.yb = self.pred = self.loss = self.loss_parts = self.tally = None
-        free_memory(self.device)
-        if not self.in_fit:
-            raise torch.OutOfMemoryError(f"Out of memory in {where} ({n} samples): {error} Nothing of it is kept. "
-                                         f"Evaluate with smaller batches (a loader with batch_size={max(n // 2, 1)}).")
-        print(out_of_memory_message(where, n, self.device, error, self.resume_hint), flush=True)
-        self.controls.request_stop('out_of_memory')
-        raise CancelFitException('out of memory')
 
     def _validate_if_due(self, epoch_end: bool = False):
         "Validate if the fit state says so (`eval_every` steps, the epoch's end); mid-epoch, then go back to training."
@@ -443,11 +384,11 @@ class Learner:
 
     def _at_boundary(self):
         "The batch boundary: carry out the controls requested since the last one; then, if all agree, stop the fit here."
-        if self.guard.reported(self.fit_state): self.controls.request_stop('nonfinite')  # (deferred: seen late)
-        if self.controls.at_boundary(self.comm, self.fit_state, self.storage, self._carry_out):
+        if self.guard.reported(self.fit_state): self.controls.set_stop('nonfinite')  # (deferred: seen late)
+        if self.controls.at_boundary(self.comm, self.fit_state, self.storage, self._carry_out_request):
             raise CancelFitException('stop requested')
 
-    def _carry_out(self, kind: str, value):
+    def _carry_out_request(self, kind: str, value):
         "A save or a validation asked for with `learn.controls`, on the loop's thread: the path saved, or the results."
         if kind == 'save': return self.save(value).relative_to(self.path)
         if kind != 'validate' or self.dls.valid is None: return None
@@ -470,24 +411,27 @@ class Learner:
         return self.valid_results
 
     def _valid_batches(self):
-        self.tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
+        self.valid_tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
         with torch.no_grad():
             for i, (data_time, batch) in enumerate(timed(eval_batches(self.dl, self.fit_state.step))):
                 if self.stop_requested and self.in_fit and self.comm.checks_stop_in_validation:
                     raise CancelFitException('stop requested')
                 self.fit_state.iter = i
-                self._set_batch(batch, data_time)
-                error = self._until_out_of_memory(self._valid_batch_phase, self.comm.world_size == 1)
-                if error is not None: self._valid_out_of_memory(error)
+                self.set_batch(batch, data_time)
+                error = self.out_of_memory.attempt(self._valid_batch_phase, self.comm.undoes_alone)
+                if error is not None: self.out_of_memory.stop_in_validation(self, error)
         self.stop_point.valid_rng = None
-        self.valid_results = self.tally.results(self.comm.all_reduce_sum)
+        self.valid_results = self.valid_tally.results(self.comm.all_reduce_sum)
 
     # ---- one batch: inputs and targets, forward and loss; in training, backward and step
-    def _set_batch(self, batch, data_time: float = 0.):
-        if self.device.type != 'cpu': batch = to_device(batch, self.device, non_blocking=True)
+    def set_batch(self, batch, data_time: float = 0.):
+        "The one place that sets the per-batch fields: `batch` (moved to the device) and its `xb` and `yb`, or None; what was computed from it dropped."
+        if batch is None: self.xb = self.yb = None
+        else:
+            if self.device.type != 'cpu': batch = to_device(batch, self.device, non_blocking=True)
+            self.xb, self.yb = split_batch(batch, self.target_key)
         self.batch, self.data_time = batch, data_time
-        self.xb, self.yb = split_batch(batch, self.target_key)
         self.pred = self.loss = self.loss_grad = self.loss_parts = None
 
     def _forward(self):
@@ -509,43 +453,37 @@ class Learner:
         self.callbacks.run('after_pred')
         self.loss, self.loss_parts = model_loss(self.pred, self.yb, self.loss_func, self.training)
 
+    # ---- a training batch, from `before_batch` to the optimizer step (run by `out_of_memory.train_batch`: the `oom`
+    # chapter undoes it at an out-of-memory error, then retries it or stops before it)
+    def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
+
     def _train_one_batch(self):
+        "Forward, loss and backward (of the whole batch, or of each of its `MicroBatches` parts); then the step, if it ends one."
         if self.fit_state.micro == 1: self._forward_backward()
-        else: self._forward_backward_parts()
-        if self.fit_state.steps_now: self._step_and_zero()
+        else: backward_in_parts(self, self._forward_backward)  # (`MicroBatches`: each part, `_forward_backward(weight)`)
+        if self.fit_state.makes_step: self._step_and_zero()
 
     def _forward_backward(self, weight=None):
         "Forward, loss and backward of the batch (or of a part of it, whose loss counts for `weight` of the batch's)."
         self._forward()
         if weight is not None: self.loss_grad = self.loss_grad * weight
         if self.guard.stops(self.loss, self.comm, self.fit_state):  # a NaN or inf loss: the fit stops...
-            self.controls.request_stop('nonfinite')
+            self.controls.set_stop('nonfinite')
             raise CancelBatchException  # ...without this batch's backward and step
-        if self.batch_start.pending_micro: self.undoable = False  # (it adds to the gradients of earlier batches)
-        undoable, self.undoable = self.undoable, self.undoable and self.comm.world_size == 1  # (several: an exchange)
+        oom = self.out_of_memory
+        if oom.start.batches_since_step: oom.can_undo = False  # (it adds to the gradients of earlier batches)
+        can_undo, oom.can_undo = oom.can_undo, oom.can_undo and self.comm.undoes_alone  # (several: an exchange)
         try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
-        finally: self.fit_state.pending_micro += 1  # (its gradients count, even when a callback cancels the batch now)
-        self.undoable = undoable  # (the next part's forward pass can be undone again)
-
-    def _forward_backward_parts(self):
-        "The batch in `fit_state.micro` parts (`MicroBatches`), each weighted by its share: one batch's gradients."
-        whole, pending, losses = (self.batch, self.xb, self.yb), self.fit_state.pending_micro, []
-        try:
-            for self.batch, self.xb, self.yb, weight in micro_parts(self.batch, self.xb, self.yb, self.fit_state.micro):
-                self._forward_backward(weight)
-                losses.append(self.loss.detach() * weight)
-        finally:
-            self.batch, self.xb, self.yb = whole
-            if self.fit_state.pending_micro > pending: self.fit_state.pending_micro = pending + 1  # (one batch)
-        self.loss = sum(losses)  # the whole batch's loss, for what reads it (the recorder)
+        finally: self.fit_state.batches_since_step += 1  # (its gradients count, even when a callback cancels the batch now)
+        oom.can_undo = can_undo  # (the next part's forward pass can be undone again)
 
     def _backward(self): self.loss_grad.backward()
 
     def _step_and_zero(self):
-        self.undoable = False  # (from here, an out-of-memory error may leave the step half applied)
+        self.out_of_memory.can_undo = False  # (from here, an out-of-memory error may leave the step half applied)
         self.callbacks.phase('step', self._opt_step, CancelStepException)
         self.opt.zero_grad(set_to_none=True)
-        self.fit_state.pending_micro = 0
+        self.fit_state.batches_since_step = 0
 
     def _opt_step(self):
         if self.controls.lr_scale == 1.: self.opt.step()
@@ -556,7 +494,7 @@ class Learner:
 
     def _valid_one_batch(self):
         self._forward()
-        self.tally.add(self.loss, batch_size(self.xb, self.yb), predictions(self.pred), self.yb)
+        self.valid_tally.add(self.loss, batch_size(self.xb, self.yb), predictions(self.pred), self.yb)
 
     def __repr__(self):
         return (f"Learner(model={type(self.model).__name__}, device={self.device.type}, "

@@ -9,8 +9,10 @@ import warnings
 
 import torch
 
+from .state import check_resumable
+
 # %% auto #0
-__all__ = ['LOOP_HINT', 'Loop', 'check_tracked', 'warn_untracked']
+__all__ = ['LOOP_HINT', 'Loop', 'check_tracked', 'warn_untracked', 'make_loop']
 
 # %% ../nbs/04b_loop.ipynb #9e9b67fb
 LOOP_HINT = 'running the same `for ... in loop:` cell again'  # what continues a stopped loop, as messages say it
@@ -28,15 +30,14 @@ class Loop:
         learn = self.learn
         if learn.in_fit: raise RuntimeError("This learner's loop is already running: one `for` at a time.")
         if self.state is not None:  # the first `for`: a new fit
-            state, cbs, self.state = self.state, self.cbs, None
-            learn.stop_point, learn.controls.pending, learn.fit_kind = type(learn.stop_point)(), [], 'fit'
-        else: state, cbs = learn._resumed(self.cbs)  # again: where it stopped (refused if it completed)
-        return self._steps(state, cbs)
+            state, cbs, self.state, resumed = self.state, self.cbs, None, False
+        else: (state, cbs), resumed = learn.resumed_fit(self.cbs), True  # again: where it stopped (refused if it completed)
+        return self._steps(state, cbs, resumed)
 
-    def _steps(self, state, cbs):
+    def _steps(self, state, cbs, resumed: bool):
         learn = self.learn
         hint, learn.resume_hint = learn.resume_hint, LOOP_HINT
-        try: yield from learn._fit_steps(state, cbs, own_loop=True)
+        try: yield from learn.run(state, cbs, resumed=resumed)
         finally: learn.resume_hint = hint
 
     def log(self, *, smoothing_hint: bool = True, **scalars):
@@ -74,3 +75,24 @@ def warn_untracked(learn, frame):
                       f"restart would start {'it' if len(missing) == 1 else 'them'} afresh. Track "
                       f"{'it' if len(missing) == 1 else 'them'} first: learn.track("
                       f"{', '.join(f'{n}={n}' for n in missing)}).", stacklevel=3)
+
+def make_loop(learn, # the Learner
+              n_epochs: int | None, # take the batches of this many epochs...
+              n_steps: int | None, # ...or this many batches (a step each)
+              eval_every: int | None, # validate every this many steps
+              cbs: list, # callbacks for this loop only
+              resume: bool, # continue the learner's loop (after `load`) instead of starting one
+              caller, # the frame of the code that called `learn.loop`: its untracked optimizers are named
+             ) -> Loop:
+    "What `learn.loop(...)` returns, checked: a new loop, or the learner's loop to continue."
+    if learn.workers is not None:
+        raise RuntimeError("learn.loop runs the body you write in this process only, and a distribute() learner's "
+                           "other processes cannot run it: use learn.fit with a train_step, or run the loop in "
+                           "each process under torchrun (with DistributedTrainer).")
+    if resume:
+        check_resumable(learn.fit_state)
+        if learn.fit_state.plan.get('method') != 'loop':
+            raise RuntimeError("The last fit was made by fit(): continue it with learn.resume().")
+        return Loop(learn, None, cbs)
+    warn_untracked(learn, caller)
+    return Loop(learn, learn.plan_fit(n_epochs, n_steps, eval_every, cbs, method='loop'), cbs)

@@ -115,7 +115,7 @@ def move_learner(learn, # the learner, between two fits
     learn.device = new
     for name in ('batch', 'xb', 'yb', 'pred', 'loss', 'loss_grad', 'loss_parts'):  # (the last batch's, graph dropped)
         setattr(learn, name, detached_to(getattr(learn, name), new))
-    learn.tally = None  # (the last validation's sums: its results are in `valid_results`)
+    learn.valid_tally = None  # (the last validation's sums: its results are in `valid_results`)
     for history in learn.storage.histories().values(): len(history)  # (turns logged tensors into floats)
     learn.guard = nan_guard_for(learn.nan_guard, learn.opt, new, learn.comm.world_size)  # (each fit makes its own)
     for cb in {id(c): c for c in [*learn.cbs, *(learn.stop_point.fit_cbs or [])]}.values(): _drop_scaler(cb)

@@ -11,8 +11,14 @@ import traceback
 import torch
 from torch import nn
 
+from .callback.core import CancelFitException
+from .core import add_note
+from .parts import OUT_OF_MEMORY, PEER_OUT_OF_MEMORY, batch_size
+from .state import fit_position
+
 # %% auto #0
-__all__ = ['running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures', 'out_of_memory_message']
+__all__ = ['running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures', 'out_of_memory_message',
+           'OutOfMemory']
 
 # %% ../nbs/03e_out_of_memory.ipynb #1ee8895f
 def running_stats(model: nn.Module) -> list[torch.Tensor]:
@@ -31,21 +37,21 @@ class BatchStart:
         self.stats = running_stats(model)
         self.copies = [torch.empty_like(b) for b in self.stats]
         self.torch_rng = self.cuda_rng = None
-        self.pending_micro = 0  # training batches whose gradients were waiting for a step when this one started
+        self.batches_since_step = 0  # training batches whose gradients were waiting for a step when this one started
 
     def take(self, state):
         "At the start of a training batch of the fit in `state` (a `FitState`)."
-        self.torch_rng = torch.get_rng_state()
+        self.torch_rng = torch.default_generator.get_state()  # (what torch.get_rng_state returns, in one call)
         if self.cuda: self.cuda_rng = torch.cuda.get_rng_state(self.device)
         if self.stats: torch._foreach_copy_(self.copies, self.stats)  # (one call for all: no sync, no allocation)
-        self.pending_micro = state.pending_micro
+        self.batches_since_step = state.batches_since_step
 
     def restore(self, state):
         "Put back what was taken; the gradients of the batch are dropped unless earlier batches' were pending."
-        torch.set_rng_state(self.torch_rng)
+        torch.default_generator.set_state(self.torch_rng)
         if self.cuda_rng is not None: torch.cuda.set_rng_state(self.cuda_rng, self.device)
         if self.stats: torch._foreach_copy_(self.stats, self.copies)
-        state.pending_micro = self.pending_micro
+        state.batches_since_step = self.batches_since_step
 
 # %% ../nbs/03e_out_of_memory.ipynb #1219409a
 def first_line(error: BaseException) -> str:
@@ -87,3 +93,83 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
             f"{fix} splits each batch in {k} parts (the same result, less memory), or MicroBatches('auto') finds the "
             "parts; or use a smaller batch size; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before "
             f"the first CUDA call (fragmented memory). {resume_hint} retries the same batch.")
+
+# %% ../nbs/03e_out_of_memory.ipynb #b1e0d7a3
+_CANNOT_UNDO = ("(out of memory where the fit cannot undo the batch: in the optimizer step or after it, in a backward pass "
+                "that added to gradients accumulated before it, or, with several processes, once they exchange "
+                "gradients (or with nan_guard=False, whose collective tells the others). Load the last checkpoint "
+                "(learn.load('last')), then resume with MicroBatches or a smaller batch.)")
+
+class OutOfMemory:
+    "A fit's handling of out-of-memory errors in its batches: the undo of a training batch, a retry if offered, the stop."
+    def __init__(self,
+                 model: nn.Module, # the model being trained
+                 device: torch.device, # where it trains
+                ):
+        self.start = BatchStart(model, device)  # what a training batch changes, as it was at its start
+        self.can_undo = False  # whether an out-of-memory error now could be undone (see above)
+        self.retry = None  # after an undo, a function that says whether to run the batch again (`MicroBatches('auto')`)
+
+    def watch(self, model: nn.Module, device: torch.device):
+        "Watch `model` on `device` (at the start of an epoch's training: the model may have changed since)."
+        self.start = BatchStart(model, device)
+
+    def train_batch(self,
+                    learn, # the Learner
+                    phase, # runs the batch's phase (`before_batch` to `after_batch`)
+                    batch, # the batch, as the loader gave it
+                    n_samples: int, # its samples, all processes together
+                   ):
+        "Run a training batch's `phase()`; if it runs out of memory before its step: undone, then retried (if offered) or stopped before."
+        comm = learn.comm
+        self.start.take(learn.fit_state)
+        while (error := self.attempt(phase, comm.undoes_alone or learn.guard.on)) is not None:
+            if not comm.undoes_alone and error != PEER_OUT_OF_MEMORY:  # the others wait in the guard's collective:
+                comm.worst(OUT_OF_MEMORY)                               # they undo the batch too (`PeerOutOfMemory`)
+            self.undo(learn, batch, learn.data_time)
+            if not self.retries(): self.stop_before(learn, error, batch, n_samples)
+
+    def attempt(self, body, can_undo: bool = True) -> str | None:
+        "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
+        self.can_undo = can_undo
+        try: body()
+        except torch.OutOfMemoryError as e:
+            if self.can_undo: return first_line(e)
+            raise drop_frames(add_note(e, _CANNOT_UNDO))
+        return None
+
+    def undo(self, learn, batch, data_time: float):
+        "Put back what the training batch changed before its step (gradients, random states, batch-norm statistics): `batch` as loaded."
+        learn.set_batch(batch, data_time)  # (before_batch may have changed xb; the outputs and their graph are dropped)
+        if not self.start.batches_since_step: learn.opt.zero_grad(set_to_none=True)
+        self.start.restore(learn.fit_state)
+        learn.callbacks.run('after_cancel_batch')  # (what callbacks hold for a batch: autocast...)
+        free_memory(learn.device)
+
+    def retries(self) -> bool:
+        "After an undo: whether the batch runs again (the retry a callback offered says so)."
+        return self.retry is not None and self.retry()
+
+    def stop_before(self, learn, error: str, batch, n_samples: int):
+        "Stop the fit before the batch that ran out of memory: the loader's batch is held, to be trained on first by `resume`."
+        print(out_of_memory_message(fit_position(learn), n_samples // learn.comm.world_size, learn.device, error,
+                                    learn.resume_hint, learn.fit_state.micro), flush=True)
+        learn.fit_state.undo_train_batch(n_samples)
+        learn.stop_point.held = [batch, n_samples]
+        learn.set_batch(None)
+        learn.controls.set_stop('out_of_memory')
+        raise CancelFitException('out of memory')
+
+    def stop_in_validation(self, learn, error: str):
+        "A validation batch ran out of memory: in a fit, the fit stops (`resume` validates again); outside, an error."
+        n = batch_size(learn.xb, learn.yb)
+        where = fit_position(learn) if learn.in_fit else f"{learn.split} batch {learn.fit_state.iter + 1}"
+        learn.set_batch(None)
+        learn.valid_tally = None
+        free_memory(learn.device)
+        if not learn.in_fit:
+            raise torch.OutOfMemoryError(f"Out of memory in {where} ({n} samples): {error} Nothing of it is kept. "
+                                         f"Evaluate with smaller batches (a loader with batch_size={max(n // 2, 1)}).")
+        print(out_of_memory_message(where, n, learn.device, error, learn.resume_hint), flush=True)
+        learn.controls.set_stop('out_of_memory')
+        raise CancelFitException('out of memory')

@@ -18,9 +18,8 @@ from torch import nn
 from .callback.core import Callback
 from .checkpoint import (BackgroundSave, CheckpointError, check_state_keys, checkpoint_io, learner_extras,
                                    load_checkpoint, publish, restore_extras, wait_for_save)
-from .distributed import TorchDistributed, init_distributed
+from .distributed import join_processes, share_random_states
 from .files import atomic_save
-from .state import rng_states, set_rng_states
 
 # %% auto #0
 __all__ = ['SHARDED_FORMAT', 'n_params', 'default_units', 'shard_units', 'sharded_optimizer', 'ShardedTrainer', 'sharded_state',
@@ -102,14 +101,10 @@ class ShardedTrainer(Callback):
         if isinstance(learn.model, nn.parallel.DistributedDataParallel):
             raise RuntimeError("The model is wrapped in DistributedDataParallel: use ShardedTrainer or "
                                "DistributedTrainer, not both.")
-        rank, world = init_distributed(self.backend, self.timeout)
-        if world == 1: return False
-        self.sharded = True  # (from here, checkpoints are sharded folders: `checkpoint_io`)
-        if learn.device.type == 'cuda':
-            local = int(os.environ.get('LOCAL_RANK', rank)) % torch.cuda.device_count()  # (several on one GPU: shared)
-            learn.device = torch.device('cuda', local)
-            learn.model.to(learn.device)
-        learn.set_comm(TorchDistributed(learn.device if dist.get_backend() == 'nccl' else 'cpu'))
+        self.sharded = True  # (from here, checkpoints are sharded folders, `checkpoint_io`: the joining process too)
+        if not join_processes(learn, self.backend, self.timeout):
+            self.sharded = False  # (one process: nothing to shard)
+            return False
         self.shard()
         self.group = dist.new_group(backend='gloo')
         return True
@@ -133,19 +128,16 @@ class ShardedTrainer(Callback):
         learn.guard.opt = learn.opt
 
     def before_fit(self):
-        if not self.setup(): return
-        states = [rng_states() if self.learn.rank == 0 else None]
-        dist.broadcast_object_list(states, src=0)  # the same random streams everywhere (process 0's)
-        set_rng_states(states[0])
+        if self.setup(): share_random_states()
 
     def before_batch(self):
         learn = self.learn
         if self.sharded and learn.training:  # a batch of an accumulation: gradients are exchanged with the last only
-            learn.raw_model.set_requires_gradient_sync(bool(learn.fit_state.steps_now))
+            learn.raw_model.set_requires_gradient_sync(bool(learn.fit_state.makes_step))
 
     def after_cancel_backward(self):
         state = self.learn.fit_state
-        if self.sharded and self.learn.training and state.steps_now and state.pending_micro > 1:
+        if self.sharded and self.learn.training and state.makes_step and state.batches_since_step > 1:
             raise RuntimeError("A callback cancelled the backward of the batch that steps, after batches whose gradients "
                                "FSDP holds unexchanged: ShardedTrainer cannot exchange them without a backward. Cancel "
                                "the step instead (CancelStepException), or do not accumulate gradients.")

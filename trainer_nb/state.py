@@ -20,6 +20,8 @@ __all__ = ['FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_
            'check_resumable', 'epoch_label', 'fit_position', 'fit_status']
 
 # %% ../nbs/03b_state.ipynb #c3d38467
+_RENAMED = {'pending_micro': 'batches_since_step', 'steps_now': 'makes_step'}  # (names in older checkpoints)
+
 class FitState:
     "The target and the position of a fit: the only place that counts epochs, batches, steps and samples."
     def __init__(self,
@@ -33,9 +35,9 @@ class FitState:
                 ):
         self.n_epochs, self.n_steps, self.batches_per_epoch = n_epochs, n_steps, batches_per_epoch
         self.eval_every, self.plan = eval_every, plan or {'method': 'fit'}
-        self.accum_every, self.pending_micro = 1, 0  # batches per optimizer step; batches since the last step
+        self.accum_every, self.batches_since_step = 1, 0  # batches per optimizer step; batches since the last step
         self.micro = 1  # the parts each training batch is split into (`MicroBatches`): part of the fit, kept by a resume
-        self.steps_now = True   # whether the training batch running now ends with an optimizer step
+        self.makes_step = True   # whether the training batch running now ends with an optimizer step
         self.epoch, self.iter, self.epoch_iter = 0, 0, 0
         self.train_done = self.epoch_complete = False
         self.fit_steps, self.step, self.samples, self.batches = 0, step, samples, 0
@@ -76,12 +78,12 @@ class FitState:
 
     def ends_step(self, epoch_iter: int) -> bool:
         "Whether the training batch numbered `epoch_iter` (from 1) in its epoch ends with an optimizer step."
-        return self.pending_micro + 1 >= self.accum_every or epoch_iter == self.batches_per_epoch
+        return self.batches_since_step + 1 >= self.accum_every or epoch_iter == self.batches_per_epoch
 
     def group_size(self, it: int) -> int:
         "Batches in the accumulation group of the training batch at index `it` (the last group may be shorter)."
         size = self.accum_every
-        if self.batches_per_epoch is not None: size = min(size, self.batches_per_epoch - (it - self.pending_micro))
+        if self.batches_per_epoch is not None: size = min(size, self.batches_per_epoch - (it - self.batches_since_step))
         return size
 
     # the position, moved by the loop
@@ -107,7 +109,7 @@ class FitState:
         self.iter, self.epoch_iter, self.batches = self.epoch_iter, self.epoch_iter + 1, self.batches + 1
         self.samples += n_samples
         self.epoch_offset += n_samples
-        self.steps_now = self.ends_step(self.epoch_iter)
+        self.makes_step = self.ends_step(self.epoch_iter)
 
     def undo_train_batch(self, n_samples: int):
         "Take back `start_train_batch(n_samples)`: the batch will be taken again (an out-of-memory stop)."
@@ -141,7 +143,7 @@ class FitState:
 
     def state_dict(self) -> dict: return dict(vars(self))
     def load_state_dict(self, state: dict):
-        for k, v in state.items(): setattr(self, k, v)
+        for k, v in state.items(): setattr(self, _RENAMED.get(k, k), v)
 
     def __repr__(self):
         target = f"n_steps={self.n_steps}" if self.n_steps is not None else f"n_epochs={self.n_epochs}"

@@ -353,11 +353,11 @@ class Callbacks:
         "`before_<phase>`, `body()`, `after_<phase>`; `cancel` skips to `after_cancel_<phase>`; `finish()` runs before `after_<phase>`."
         before, after, after_cancel = PHASE_EVENTS[phase]
         try:
-            self.run(before)
+            if self.table[before]: self.run(before)  # (an event no callback handles costs no call: most, in a batch)
             body()
         except cancel: self.run(after_cancel)
         if finish is not None: finish()
-        self.run(after)
+        if self.table[after]: self.run(after)
 
     def phase_steps(self, phase: str, body, cancel: type, finish=None):
         "`phase` around a generator `body()`, yielding what it yields: the epochs of a fit, whose batches a loop you write may take."

@@ -297,7 +297,7 @@ class LivePlotCallback(Callback):
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         where = frontend()  # 'jupyter', 'marimo' or None (see `trainer_nb.display`)
         live = where is not None if self.notebook is None else self.notebook
-        if self.default_panels: self.plot.data.panels = dict(LOOP_PANELS if self.learn.own_loop else DEFAULT_PANELS)
+        if self.default_panels: self.plot.data.panels = dict(LOOP_PANELS if state.plan.get('method') == 'loop' else DEFAULT_PANELS)
         self.plot.start(live, x_end)
         self.plot.area = output_area(where or 'jupyter') if live else None  # (made here, on the loop's thread)
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]

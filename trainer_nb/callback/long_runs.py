@@ -81,7 +81,7 @@ class Preemption(Callback):
     def _handle(self, signum, frame):
         "The signal handler: only sets the stop (the loop stops at its next boundary, in every process)."
         self.received = signal.Signals(signum).name
-        self.learn.controls.request_stop('preempted')
+        self.learn.request_stop('preempted')
         if self.message:
             print(f"\ntrainer_nb: {self.received}: stopping at the next batch boundary and saving checkpoints/last; "
                   f"then {self.learn.resume_hint} continues the fit.", flush=True)
@@ -129,7 +129,7 @@ class TimeLimit(Callback):
 
     def before_fit(self):
         self._last = time.perf_counter()
-        if self.left() <= 0: self.learn.controls.request_stop('time_limit')  # (already past: stop before a step)
+        if self.left() <= 0: self.learn.request_stop('time_limit')  # (already past: stop before a step)
 
     def before_validate(self): self._valid_start = time.perf_counter()
 
@@ -143,7 +143,7 @@ class TimeLimit(Callback):
         self.step_times.append(now - self._last)
         self._last = now
         if self.save_time is None: self.save_time = 2 * measure_save(self.learn)
-        if self.needed() > self.left(): self.learn.controls.request_stop('time_limit')
+        if self.needed() > self.left(): self.learn.request_stop('time_limit')
 
     def needed(self) -> float:
         "Seconds the fit needs from here to its next boundary and a save there: the validation due now, a step, one due after it."
@@ -210,7 +210,8 @@ def long_fit(learn,
     with learn.added_cbs(limit):
         how = 'fresh' if resume is None else auto_resume(learn, n_epochs, n_steps)
         if how == 'fresh': start()
-        elif how == 'resume': learn._run_fit(*learn._resumed(cbs))
+        elif how == 'resume':
+            for _ in learn.run(*learn.resumed_fit(cbs), resumed=True): pass
     if resume is not None and how != 'completed' and learn.stop_reason == 'completed' and not saves_last(learn):
         save_learner(learn, 'last')  # (`last` is the end of the fit: the script, run again, trains nothing more)
 
@@ -294,7 +295,7 @@ class LossSpikes(Callback):
         learn, state, kept = self.learn, self.learn.fit_state, self.kept
         recent = [r for r in self.rollbacks if state.batches - r['batch'] < self.within]
         if len(recent) >= self.max_rollbacks:  # (it keeps coming back: stop, with the last good weights)
-            learn.controls.request_stop('loss_spike' if math.isfinite(loss) else 'nonfinite')
+            learn.controls.set_stop('loss_spike' if math.isfinite(loss) else 'nonfinite')  # (the loop's own kinds of stop)
             if learn.rank == 0: print(f"trainer_nb: {len(recent) + 1} loss spikes within {self.within} batches: stopping at step {state.step}", flush=True)
             return
         record = {'step': state.step, 'batch': state.batches, 'loss': loss if math.isfinite(loss) else str(loss),

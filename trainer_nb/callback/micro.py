@@ -14,7 +14,7 @@ from ..core import whole_number
 from ..parts import batch_size
 
 # %% auto #0
-__all__ = ['count_items', 'micro_parts', 'MicroBatches']
+__all__ = ['count_items', 'micro_parts', 'backward_in_parts', 'MicroBatches']
 
 # %% ../../nbs/13a_callback.micro.ipynb #ccab96d9
 def count_items(xb: tuple | dict, # the inputs of a batch (see `split_batch`)
@@ -52,6 +52,21 @@ def micro_parts(batch, # a batch as the loader gives it (on the device; what a `
     return [(*p, c / n) for p, c in zip(parts, counts)]
 
 # %% ../../nbs/13a_callback.micro.ipynb #30a22bbd
+def backward_in_parts(learn, # the Learner, in a training batch
+                      forward_backward, # forward, loss and backward of the batch the learner holds: `f(weight)`
+                     ):
+    "The learner's batch in `fit_state.micro` parts, each's loss weighted by its share: one batch's gradients, one batch's loss."
+    state = learn.fit_state
+    whole, pending, losses = (learn.batch, learn.xb, learn.yb), state.batches_since_step, []
+    try:
+        for learn.batch, learn.xb, learn.yb, weight in micro_parts(learn.batch, learn.xb, learn.yb, state.micro):
+            forward_backward(weight)
+            losses.append(learn.loss.detach() * weight)
+    finally:
+        learn.batch, learn.xb, learn.yb = whole
+        if state.batches_since_step > pending: state.batches_since_step = pending + 1  # (one batch)
+    learn.loss = sum(losses)  # the whole batch's loss, for what reads it (the recorder)
+
 class MicroBatches(Callback):
     "Train each batch in `k` parts (the gradient of the whole batch, a part of the memory); `'auto'`: find `k` at an out-of-memory error."
     order = -30  # before GradientAccumulation (-20), which reads the whole batch
@@ -62,6 +77,10 @@ class MicroBatches(Callback):
 
     def before_fit(self):
         if self.k != 'auto': self.learn.fit_state.micro = self.k  # ('auto': the fit's own, 1 for a new fit)
+        else: self.learn.out_of_memory.retry = self.retry_out_of_memory  # (asked after an undone batch: see `oom`)
+
+    def after_fit(self):
+        if self.learn.out_of_memory.retry == self.retry_out_of_memory: self.learn.out_of_memory.retry = None
 
     def retry_out_of_memory(self) -> bool:
         "After a training batch ran out of memory (and was undone): whether to run it again, in twice the parts."

@@ -185,7 +185,7 @@ class IterationTimer(Callback):
 
     def after_batch(self):
         learn = self.learn
-        if not learn.training or not learn.fit_state.steps_now: return
+        if not learn.training or not learn.fit_state.makes_step: return
         step_time = learn.storage.histories().get('time/step')
         samples = learn.fit_state.samples
         if step_time is not None and step_time.count:

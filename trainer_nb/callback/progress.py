@@ -280,7 +280,7 @@ class ProgressCallback(Callback):
         row = {'epoch': learn.epoch + 1}  # (counted from 1, as the bars and messages count)
         if learn.fit_state.n_steps is not None: row['step'] = learn.step
         histories = learn.storage.histories()
-        losses = ([n for n in histories if 'loss' in n and not n.startswith('valid/')] if learn.own_loop
+        losses = ([n for n in histories if 'loss' in n and not n.startswith('valid/')] if learn.fit_state.plan.get('method') == 'loop'
                   else ['train/loss'])  # (a loop you write: the losses it logs)
         for name in losses:
             train = histories.get(name)

@@ -20,6 +20,7 @@ __all__ = ['Recorder', 'peak_rss_mb', 'Throughput', 'WriterCallback']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
 _ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
+_LOSS_ROW = {'train/loss': True, **_ROW}  # the same, with the loss: a batch's one call into the storage
 
 class Recorder(Callback):
     "Log the train loss, lr and times every step, and validation results, into `learn.storage`."
@@ -28,7 +29,7 @@ class Recorder(Callback):
         self._t = time.perf_counter()
         self._cancelled, self._lr = False, None
         self._acc_loss, self._acc_parts, self._acc_n = 0., {}, 0  # micro-batches of a gradient accumulation
-        self._row: ScalarRow | None = None  # lr, samples and times, logged together at each step
+        self._row = self._loss_row = None  # `ScalarRow`s: lr, samples and times (and the loss), logged together
 
     def before_train(self): self._t = time.perf_counter()
     def before_batch(self):
@@ -44,31 +45,37 @@ class Recorder(Callback):
         if learn.fit_state.accum_every > 1:  # log the mean over the micro-batches of each optimizer step
             if not self._accumulate(loss, parts): return
             loss, parts = self._accumulated(loss)
-        if loss is not None and parts: loss, parts = self._reduced(loss, parts)
-        elif loss is not None: loss = learn.comm.reduce_mean([loss])[0]  # (with one process: as it is)
-        put = learn.storage.put_scalar  # put(name, value, smoothing_hint)
-        if loss is not None: put('train/loss', loss)
-        if parts:
-            for name, value in parts.items(): put(f'train/{name}', value)
+        if loss is not None and (parts or learn.comm.world_size > 1): loss, parts = self._reduced(loss, parts or {})
         now = time.perf_counter()
-        if learn.own_loop: self._put_times(now)  # (a loop you write: its optimizers are its own, and so is their lr)
-        else:
-            if self._row is None or self._row.storage is not learn.storage: self._row = ScalarRow(learn.storage, _ROW)
-            self._row.put(self._lr, float(learn.fit_state.samples), now - self._t, learn.data_time)
-        self._t = now
+        start, self._t = self._t, now
+        samples = float(learn.fit_state.samples)
+        if learn.fit_state.plan.get('method') == 'loop': return self._put_loop(loss, parts, samples, now - start)
+        if self._row is None or self._row.storage is not learn.storage:
+            self._row, self._loss_row = ScalarRow(learn.storage, _ROW), ScalarRow(learn.storage, _LOSS_ROW)
+        if loss is not None and not parts:  # (the usual batch: one call)
+            return self._loss_row.put(loss, self._lr, samples, now - start, learn.data_time)
+        self._put_losses(loss, parts)
+        self._row.put(self._lr, samples, now - start, learn.data_time)
 
-    def _put_times(self, now: float):
-        "The row without the lr (a loop you write, `learn.loop`: log your optimizers' lr with `loop.log`)."
+    def _put_losses(self, loss, parts: dict | None):
+        "The loss and its named parts, each on its own."
         put = self.learn.storage.put_scalar
-        for name, value in (('samples', float(self.learn.fit_state.samples)), ('time/step', now - self._t),
-                            ('time/data', self.learn.data_time)): put(name, value, _ROW[name])
+        if loss is not None: put('train/loss', loss)
+        for name, value in (parts or {}).items(): put(f'train/{name}', value)
+
+    def _put_loop(self, loss, parts: dict | None, samples: float, step_time: float):
+        "A loop you write (`learn.loop`): no lr, its optimizers are its own (log their lr with `loop.log`)."
+        self._put_losses(loss, parts)
+        put = self.learn.storage.put_scalar
+        for name, value in (('samples', samples), ('time/step', step_time), ('time/data', self.learn.data_time)):
+            put(name, value, _ROW[name])
 
     def _accumulate(self, loss, parts) -> bool:
         "Add a micro-batch's losses; return whether its optimizer step is done."
         if loss is not None: self._acc_loss = self._acc_loss + loss.detach()
         for name, value in (parts or {}).items(): self._acc_parts[name] = self._acc_parts.get(name, 0.) + value
         self._acc_n += 1
-        return self.learn.fit_state.steps_now
+        return self.learn.fit_state.makes_step
 
     def _accumulated(self, loss) -> tuple:
         "The mean loss and parts over the micro-batches of the step (the loss None if the batches had none)."

@@ -31,7 +31,7 @@ class GradientAccumulation(Callback):
     def before_batch(self):
         learn, state = self.learn, self.learn.fit_state
         self.items = count_items(learn.xb, learn.yb)
-        if not state.pending_micro: self.ref, self.done = self.items * state.group_size(state.iter), 0  # a new group
+        if not state.batches_since_step: self.ref, self.done = self.items * state.group_size(state.iter), 0  # a new group
         self.total = self.done + self.items  # (set, not added: a batch retried after running out of memory counts once)
 
     def before_backward(self): self.learn.loss_grad = self.learn.loss_grad / (self.ref / self.items)
