@@ -306,7 +306,7 @@ class LossSpikes(Callback):
         for key, cb in self._restored().items():
             if key in kept['callbacks']: cb.load_state_dict(copied(kept['callbacks'][key]))
         for k, v in kept['counters'].items(): setattr(state, k, v)
-        state.pending_micro = 0
+        state.batches_since_step = 0
         learn.opt.zero_grad(set_to_none=True)
         set_rng_states(kept['rng'])
         kept['position'] = (state.epoch, state.epoch_iter)  # (a later rollback to it skips from here)
