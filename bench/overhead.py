@@ -377,6 +377,17 @@ def tracker_fit(dl, steps, out, tracker=None, root=None, timed=False):
     return report
 
 
+def ratio_table(times: dict, steps: int, rounds: int):
+    "Print each variant's median fit time, and its median ratio and cost a step against `times['default']`, round by round."
+    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {steps} steps, {rounds} rounds, 1 thread")
+    print("| variant | median time (s) | median ratio to default | cost a step (us, median over rounds) |")
+    print("|---|---|---|---|")
+    for n, ts in times.items():
+        ratios = [t / d for t, d in zip(ts, times['default'])]
+        extra = [(t - d) / steps * 1e6 for t, d in zip(ts, times['default'])]
+        print(f"| {n} | {statistics.median(ts):.3f} | {statistics.median(ratios):.3f}x | {statistics.median(extra):.1f} |")
+
+
 def tracker_table(dl, rounds: int, steps: int):
     "The default Learner against itself reporting to each tracker, interleaved; then where the time goes."
     with tempfile.TemporaryDirectory() as tmp:
@@ -393,14 +404,7 @@ def tracker_table(dl, rounds: int, steps: int):
         for n in names: one(n, 'warm')  # warm-up: imports, the W&B service
         for r in range(rounds):
             for n in names[r % len(names):] + names[:r % len(names)]: times[n].append(one(n, r))
-        print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {steps} steps, {rounds} rounds, 1 thread")
-        print("| variant | median time (s) | median ratio to default | cost a step (us, median over rounds) |")
-        print("|---|---|---|---|")
-        for n in names:
-            ratios = [t / d for t, d in zip(times[n], times['default'])]
-            extra = [(t - d) / steps * 1e6 for t, d in zip(times[n], times['default'])]
-            print(f"| {n} | {statistics.median(times[n]):.3f} | {statistics.median(ratios):.3f}x | "
-                  f"{statistics.median(extra):.1f} |")
+        ratio_table(times, steps, rounds)
         print("\nIn the ReportCallback's handlers (one timed fit each; the calls are counted with sys.setprofile, "
               "which slows them: the seconds are an upper bound):")
         print("| tracker | per step: us | per step: Python calls | per fit: before_fit (s) | per fit: after_fit (s) |")
@@ -458,14 +462,7 @@ def long_runs_table(dl, rounds: int, steps: int):
         for n in names: one(n, 'warm')
         for r in range(rounds):
             for n in names[r % 2:] + names[:r % 2]: times[n].append(one(n, r))
-        print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {steps} steps, {rounds} rounds, 1 thread")
-        print("| variant | median time (s) | median ratio to default | cost a step (us, median over rounds) |")
-        print("|---|---|---|---|")
-        for n in names:
-            ratios = [t / d for t, d in zip(times[n], times['default'])]
-            extra = [(t - d) / steps * 1e6 for t, d in zip(times[n], times['default'])]
-            print(f"| {n} | {statistics.median(times[n]):.3f} | {statistics.median(ratios):.3f}x | "
-                  f"{statistics.median(extra):.1f} |")
+        ratio_table(times, steps, rounds)
         (Path(tmp) / 'counted').mkdir()
         spent = long_runs_fit(dl, steps, Path(tmp) / 'counted', spikes=True, count=True).loss_spikes.spent
         for event, (seconds, calls) in spent.items():
