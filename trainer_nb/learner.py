@@ -29,7 +29,7 @@ from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state
                                    restore_learner, save_learner)
 from .controls import Controls, check_stop_reason
 from .trackers import report_callbacks
-from .core import (DeferredInterrupt, SingleProcess, add_note, default_device, stop_message, to_device,
+from .core import (DeferredInterrupt, SingleProcess, default_device, stop_message, to_device,
                              unwrap_model)
 from .data import (as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, step_sizes,
                              timed)

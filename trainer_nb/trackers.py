@@ -15,12 +15,11 @@ from pathlib import Path
 from .callback.recorder import WriterCallback
 from .callback.run_record import best_results, final_results, run_settings
 from .events import EventStorage
-from .writers import EventWriter
+from .writers import EventWriter, rows_by_iteration
 
 # %% auto #0
-__all__ = ['FAILED', 'TRACKERS', 'TrackerWarning', 'tracker_module', 'check_call', 'flat_params', 'rows_by_step', 'TrackerWriter',
-           'run_config', 'TrackioWriter', 'WandbWriter', 'MLflowWriter', 'tracker_writers', 'ReportCallback',
-           'report_callbacks']
+__all__ = ['FAILED', 'TRACKERS', 'TrackerWarning', 'tracker_module', 'check_call', 'flat_params', 'TrackerWriter', 'run_config',
+           'TrackioWriter', 'WandbWriter', 'MLflowWriter', 'tracker_writers', 'ReportCallback', 'report_callbacks']
 
 # %% ../nbs/01b_trackers.ipynb #a1678f92
 class TrackerWarning(UserWarning):
@@ -61,14 +60,6 @@ def flat_params(d: dict, # nested plain data (`run_settings`)
         else: out[key] = str(v)[:6000]
     return out
 
-def rows_by_step(storage: EventStorage, # the learner's storage
-                 new: dict[str, int], # name -> how many of its latest values to take (`EventWriter._new_counts`)
-                ) -> dict[int, dict[str, float]]:
-    "The `new` values of `storage` by iteration: `{step: {name: value}}`, in the order of the steps."
-    rows = {}
-    for name, n in new.items():
-        for value, it in storage.history(name).recent(n): rows.setdefault(it, {})[name] = value
-    return dict(sorted(rows.items()))
 
 # %% ../nbs/01b_trackers.ipynb #7cde4c3a
 class TrackerWriter(EventWriter):
@@ -100,7 +91,7 @@ class TrackerWriter(EventWriter):
     def write(self, storage: EventStorage):
         new = self._new_counts(storage)  # (marked written, also when the writer has stopped)
         if not self._live: return
-        rows = rows_by_step(storage, new)
+        rows = rows_by_iteration(storage, new)
         if rows: self._guard(self._send_rows, rows)
 
     def _send_rows(self, rows: dict):

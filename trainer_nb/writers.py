@@ -14,7 +14,8 @@ from .core import format_seconds, time_left
 from .events import EventStorage
 
 # %% auto #0
-__all__ = ['EventWriter', 'JSONWriter', 'read_metrics', 'as_number', 'metrics_series', 'ConsoleWriter', 'TensorBoardWriter']
+__all__ = ['EventWriter', 'rows_by_iteration', 'JSONWriter', 'read_metrics', 'as_number', 'metrics_series', 'ConsoleWriter',
+           'TensorBoardWriter']
 
 # %% ../nbs/01a_writers.ipynb #a3cc5c88
 class EventWriter:
@@ -46,6 +47,16 @@ def _json_line(record: dict) -> str:
         return _STRICT_JSON.encode({k: v if math.isfinite(v) else str(v) for k, v in record.items()}) + '\n'
 
 # %% ../nbs/01a_writers.ipynb #084fc80d
+def rows_by_iteration(storage: EventStorage, # the storage to read
+                      new: dict[str, int], # name -> how many of its latest values to take (`EventWriter._new_counts`)
+                      window: int = 1, # smoothing window for scalars logged with `smoothing_hint=True` (1: as logged)
+                     ) -> dict[int, dict[str, float]]:
+    "The `new` values of `storage` by iteration, `{iteration: {name: value}}`, in the order of the iterations."
+    rows = {}
+    for name, n in new.items():
+        for value, it in storage.smoothed(name, window, n): rows.setdefault(it, {})[name] = value
+    return dict(sorted(rows.items()))
+
 class JSONWriter(EventWriter):
     "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
     def __init__(self,
@@ -64,9 +75,7 @@ class JSONWriter(EventWriter):
 
     def write(self, storage: EventStorage):
         "Make the lines of what is new in `storage`; they reach the file at the next flush (now, if one is due)."
-        records = {}  # iteration -> the new values logged at it
-        for name, n in self._new_counts(storage).items():
-            for value, it in storage.smoothed(name, self.window, n): records.setdefault(it, {})[name] = value
+        records = rows_by_iteration(storage, self._new_counts(storage), self.window)  # iteration -> its new values
         if records:
             if self._file is None: self._open()
             self._add_lines(records)
