@@ -31,11 +31,17 @@ args = parser.parse_args()
 def signal_self(): os.kill(os.getpid(), signal.SIGTERM)
 
 
+def say(line: str):
+    "One line in one write: two processes share the output pipe, and `print` may write the text and its newline apart."
+    sys.stdout.write(line + '\n')
+    sys.stdout.flush()
+
+
 class SignalAt(Callback):
     "Send this process SIGTERM once, at a moment of the fit; print this process's id first (for signals from outside)."
     def __init__(self): self.sent = False
     def before_fit(self):
-        print(f"PID {self.learn.rank} {os.getpid()}", flush=True)
+        say(f"PID {self.learn.rank} {os.getpid()}")
     def before_batch(self):
         if self.learn.training and args.signal_at == 'first_step' and self.learn.step == 0: self._send()
     def after_pred(self):
@@ -45,7 +51,7 @@ class SignalAt(Callback):
     def after_batch(self):
         if self.learn.training and args.sleep:
             time.sleep(args.sleep)
-            print(f"STEP {self.learn.rank} {self.learn.step}", flush=True)
+            say(f"STEP {self.learn.rank} {self.learn.step}")
     def _send(self):
         if not self.sent and (os.environ.get('SIGNAL_RANK') is None or os.environ['SIGNAL_RANK'] == str(self.learn.rank)):
             self.sent = True
@@ -72,7 +78,7 @@ learn = Learner(digits_model(32), digits_dls(bs=64 // int(os.environ.get('WORLD_
                 lr=1e-2, path=args.path, device='cpu', progress=False, cbs=cbs)
 learn.track(signal_in_save=SignalInSave(learn))
 learn.fit(args.epochs, eval_every=args.eval_every, time_limit=args.time_limit, resume=args.resume)
-print(f"END {learn.rank} {learn.step} {learn.stop_reason}", flush=True)
+say(f"END {learn.rank} {learn.step} {learn.stop_reason}")
 if learn.rank == 0 and learn.stop_reason == 'completed':
     torch.save({k: v.clone() for k, v in learn.raw_model.state_dict().items()}, os.path.join(args.path, 'weights.pt'))
 sys.exit(exit_code(learn))

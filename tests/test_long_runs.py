@@ -3,6 +3,7 @@ the same command continues bit-identically, also under torchrun (a signal to the
 a time limit; `fit(..., resume='auto')`."""
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -38,12 +39,7 @@ def finish(proc, timeout=300) -> str:
 
 def ends(out: str) -> dict:
     "{rank: (step, stop_reason)} from the script's END lines."
-    found = {}
-    for line in out.splitlines():
-        if line.startswith('END '):
-            _, rank, step, reason = line.split()
-            found[int(rank)] = (int(step), reason)
-    return found
+    return {int(rank): (int(step), reason) for rank, step, reason in re.findall(r'END (\d+) (\d+) (\w+)', out)}
 
 
 def same_weights(a: Path, b: Path) -> bool:
@@ -86,7 +82,8 @@ def test_torchrun_stops_every_process_at_the_same_step_and_continues_bit_identic
     lines = []
     for line in launcher.stdout:  # the launcher gets SIGTERM once both workers train (torchrun forwards it to them)
         lines.append(line)
-        if line.startswith('STEP 1 3'): break
+        if re.search(r'STEP 1 ([3-9]|\d\d)\b', line): break  # (searched, not matched at the start: lines can interleave)
+    else: pytest.fail('the workers ended before the launcher could be signalled:\n' + ''.join(lines)[-3000:])
     os.kill(launcher.pid, signal.SIGTERM)
     out = ''.join(lines) + finish(launcher)
     stops = ends(out)
@@ -95,7 +92,9 @@ def test_torchrun_stops_every_process_at_the_same_step_and_continues_bit_identic
     stops = ends(out)
     assert set(stops) == {0, 1} and stops[0] == stops[1] == (7, 'preempted'), out[-3000:]
     codes = [int(line.split()[2]) for line in out.splitlines() if line.strip().startswith('exitcode')]
-    assert codes and set(codes) == {EXIT_REQUEUE}, out[-3000:]  # (torchrun names each process's exit status)
+    # torchrun names each process's exit status. The first to exit ends with EXIT_REQUEUE; torchrun then sends SIGTERM to
+    # the other, which has ended its fit (its END line is above) and may be killed by it while it exits.
+    assert EXIT_REQUEUE in codes and set(codes) <= {EXIT_REQUEUE, -signal.SIGTERM}, out[-3000:]
     assert reference.wait(300) == 0, finish(reference)
     again = {name: start(tmp_path / name, *options, '--resume', 'auto', torchrun=True) for name in ('one_worker', 'launcher')}
     for name, proc in again.items():
