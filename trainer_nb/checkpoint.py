@@ -8,14 +8,10 @@ from __future__ import annotations
 import collections
 import copy
 import importlib
-import math
 import os
-import pickletools
-import re
 import shutil
 import threading
 import time
-import zipfile
 import warnings
 from pathlib import Path
 
@@ -24,177 +20,17 @@ import torch
 from .callback.core import DISPLAY_CALLBACKS
 from .data import is_stateful
 from .files import _fsync_dir, atomic_save
+from .saved_state import (CheckpointError, check_frozen, check_optimizer_state, check_state_keys, frozen_keys,
+                                    load_checkpoint, load_model_state, model_state, plain_key, saved_model_state)
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['FORMAT', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
-           'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state',
-           'learner_state', 'learner_extras', 'own_callbacks', 'pending_grads', 'nonfinite_weights',
+__all__ = ['FORMAT', 'learner_state', 'learner_extras', 'own_callbacks', 'pending_grads', 'nonfinite_weights',
            'check_learner_state', 'restore_learner', 'restore_extras', 'restore_tracked', 'warn_unclaimed',
            'rebuild_callbacks', 'callbacks_after_restart', 'is_sharded_checkpoint', 'publish', 'link_folder',
            'remove_checkpoint', 'BackgroundSave', 'wait_for_save', 'poll_save', 'snapshot', 'save_in_background',
            'checkpoint_io', 'collective_checkpoints', 'checkpoint_path', 'save_learner', 'find_checkpoint',
            'load_learner']
-
-# %% ../nbs/06_checkpoint.ipynb #e81776bf
-class CheckpointError(RuntimeError):
-    "A checkpoint file that cannot be used: refused, damaged, or made for another model."
-
-def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
-    "Read a checkpoint with `torch.load(weights_only=True)`: no code in the file can run."
-    path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"No checkpoint at {path}.")
-    try: return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # UnpicklingError, EOFError, RuntimeError... whatever a refused or damaged file triggers
-        if _imports_code(path):
-            raise CheckpointError(f"Refused to load {path}: it holds objects that are not tensors or plain data, "
-                                  "and loading them could run code. Nothing was run. Only load checkpoints you "
-                                  "trust, and re-save them with plain data.") from e
-        raise CheckpointError(f"{path} is not a readable checkpoint: it is truncated or corrupt (torch.load raised "
-                              f"{type(e).__name__}). Nothing was loaded; load an earlier checkpoint of the run.") from e
-
-def _imports_code(path: Path) -> bool:
-    "Whether the pickle in `path` (a torch zip file or a bare pickle) names a global that torch refused: read, never run."
-    try:
-        with zipfile.ZipFile(path) as z:
-            data = z.read(next(n for n in z.namelist() if n.endswith('data.pkl')))
-    except (zipfile.BadZipFile, StopIteration, OSError, KeyError): data = path.read_bytes()
-    strings, modules = [], []
-    try:
-        for op, arg, _ in pickletools.genops(data):
-            if isinstance(arg, str): strings.append(arg)
-            if op.name in ('GLOBAL', 'INST'): modules.append(arg.split(' ')[0])
-            elif op.name == 'STACK_GLOBAL' and len(strings) >= 2: modules.append(strings[-2])
-    except Exception: pass  # a damaged stream: judge by what could be read
-    return any(m.split('.')[0] not in ('torch', 'collections', '_codecs') for m in modules)
-
-# %% ../nbs/06_checkpoint.ipynb #e3fb64bc
-def check_state_keys(expected: dict, found: dict, what: str = 'model',
-                     frozen: dict | None = None, # keys the checkpoint fingerprints instead of holding (`check_frozen`)
-                    ):
-    "Raise `CheckpointError` naming missing, unexpected and mis-shaped keys between two state dicts."
-    frozen = frozen or {}
-    missing = [k for k in expected if k not in found and k not in frozen]
-    unexpected = [k for k in found if k not in expected] + [k for k in frozen if k not in expected and k not in found]
-    shapes = [f"{k}: checkpoint {tuple(found[k].shape)} vs {what} {tuple(v.shape)}" for k, v in expected.items()
-              if k in found and isinstance(v, torch.Tensor) and isinstance(found[k], torch.Tensor)
-              and v.shape != found[k].shape]
-    if not (missing or unexpected or shapes): return
-    parts = []
-    if missing: parts.append(f"missing from the checkpoint: {_few(missing)}")
-    if unexpected: parts.append(f"not in the {what}: {_few(unexpected)}")
-    if shapes: parts.append(f"different shapes: {_few(shapes)}")
-    raise CheckpointError(f"The checkpoint does not fit this {what}; " + '; '.join(parts) + '.')
-
-def _few(items: list, n: int = 5) -> str:
-    return ', '.join(items[:n]) + (f" (and {len(items) - n} more)" if len(items) > n else '')
-
-# %% ../nbs/06_checkpoint.ipynb #552d0e99
-_COMPILED = re.compile(r'(^|\.)_orig_mod\.')  # what torch.compile's wrapper adds to the path of each key
-
-def plain_key(key: str) -> str:
-    "A state-dict key as the plain module names it: without the `_orig_mod.` of a `torch.compile` wrapper."
-    return _COMPILED.sub(r'\1', key)
-
-def model_state(model: torch.nn.Module) -> dict:
-    "`model.state_dict()` with plain keys (what checkpoints hold), whether the model, or a part of it, is compiled."
-    return {plain_key(k): v for k, v in model.state_dict().items()}
-
-def frozen_keys(model: torch.nn.Module) -> list[str]:
-    "The plain keys of `model`'s frozen parameters (`requires_grad=False`); a tied parameter under each of its names."
-    return [plain_key(n) for n, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad]
-
-def load_model_state(model: torch.nn.Module, state: dict,
-                     keep=None, # plain keys that `state` may lack (they keep their values); None: the frozen parameters
-                    ):
-    "Load `state` into `model`, each key matched as a plain key: compiled or not, either way round."
-    keys = {plain_key(k): k for k in model.state_dict()}
-    state = {keys.get(plain_key(k), k): v for k, v in state.items()}
-    keep = set(frozen_keys(model) if keep is None else keep)
-    lacking = [p for p, k in keys.items() if k not in state]
-    unexpected = [k for k in state if k not in keys.values()]
-    model.load_state_dict(state, strict=bool(unexpected) or any(p not in keep for p in lacking))
-
-# %% ../nbs/06_checkpoint.ipynb #94075755
-_SAMPLE = 1024  # at most this many values of a frozen tensor are read for its fingerprint
-
-def fingerprint(t: torch.Tensor) -> dict:
-    "Shape, dtype and a checksum of an evenly strided sample of at most 1024 of `t`'s values: cheap for any size."
-    flat = t.detach().reshape(-1)
-    sample = flat[::max(1, flat.numel() // _SAMPLE)][:_SAMPLE]
-    if sample.is_complex(): sample = torch.view_as_real(sample)
-    sample = sample.to('cpu', torch.float64).reshape(-1)  # (the same sum on any device)
-    weight = torch.linspace(1, 2, sample.numel(), dtype=torch.float64)  # (a permutation changes the sum)
-    return {'shape': list(t.shape), 'dtype': str(t.dtype),
-            'sample': [float((weight * sample).sum()), float(sample.abs().sum())]}
-
-def saved_model_state(model: torch.nn.Module, full: bool = False) -> tuple[dict, dict]:
-    "The model's part of a checkpoint: `(values, fingerprints)`, the frozen parameters fingerprinted unless `full`."
-    state = model_state(model)
-    frozen = set() if full else set(frozen_keys(model))
-    return ({k: v for k, v in state.items() if k not in frozen},
-            {k: fingerprint(v) for k, v in state.items() if k in frozen})
-
-# %% ../nbs/06_checkpoint.ipynb #e8d6df3f
-def check_frozen(model: torch.nn.Module, frozen: dict):
-    "Raise `CheckpointError` if the frozen parameters fingerprinted in a checkpoint (`frozen`) are not `model`'s."
-    if not isinstance(frozen, dict): raise CheckpointError("The checkpoint's 'frozen' entry is damaged: not a dict.")
-    if not frozen: return
-    state, differ = model_state(model), []
-    for key, saved in frozen.items():
-        if key in state:  # (a key the model lacks: `check_state_keys` names it)
-            why = _differs(saved, fingerprint(state[key]))
-            if why: differ.append(f"{key}: {why}")
-    if differ:
-        more = f" (and {len(differ) - 1} more)" if len(differ) > 1 else ''
-        raise CheckpointError(
-            f"The checkpoint was trained on other frozen weights: {differ[0]}{more}. It holds the trainable parameters "
-            "and buffers only, with a fingerprint of the frozen ones, so it loads only into the base it was trained "
-            "on: build the model from the same pretrained weights (the same model, revision and dtype), then load. "
-            "(If the fit changes frozen parameters itself, save with Learner(..., full_checkpoints=True).) "
-            "Nothing was loaded.")
-
-def _differs(saved: dict, now: dict) -> str | None:
-    "How a frozen parameter differs from its fingerprint in the checkpoint (None: it does not)."
-    if not isinstance(saved, dict): return "its fingerprint is damaged"
-    if list(saved.get('shape', [])) != now['shape']:
-        return f"shape {tuple(saved.get('shape', []))} in the checkpoint, {tuple(now['shape'])} in this model"
-    if saved.get('dtype') != now['dtype']: return f"dtype {saved.get('dtype')} in the checkpoint, {now['dtype']} in this model"
-    try: a, size = (float(x) for x in saved['sample'])
-    except (KeyError, TypeError, ValueError): return "its fingerprint is damaged"
-    b = now['sample'][0]
-    if a == b or abs(a - b) <= 1e-9 * size or (math.isnan(a) and math.isnan(b)): return None  # (summed in another order)
-    return "other values (the checksum of a sample of them differs)"
-
-# %% ../nbs/06_checkpoint.ipynb #bb9af969
-# settings that torch fills in itself when a state saved by another torch version lacks them
-_FILLED_BY_TORCH = {'params', 'foreach', 'maximize', 'capturable', 'differentiable', 'fused',
-                    'decoupled_weight_decay', 'param_names'}
-
-def _a(name: str) -> str: return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
-
-def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
-    "Raise `CheckpointError` if `saved` (an optimizer's `state_dict`) cannot be loaded into `opt`, changing nothing."
-    fix = "Build the learner with the same opt_func and model, or load(..., weights_only_model=True)."
-    groups = saved.get('param_groups') if isinstance(saved, dict) else None
-    if not isinstance(groups, list) or len(groups) != len(opt.param_groups):
-        n = len(groups) if isinstance(groups, list) else 'no'
-        raise CheckpointError(f"The checkpoint's optimizer has {n} parameter groups, this one has "
-                              f"{len(opt.param_groups)}. {fix}")
-    for i, (group, s) in enumerate(zip(opt.param_groups, groups)):
-        if len(group['params']) != len(s['params']):
-            raise CheckpointError(f"Parameter group {i} of the checkpoint's optimizer has {len(s['params'])} "
-                                  f"parameters, this one has {len(group['params'])}. {fix}")
-        lacks = sorted(set(group) - set(s) - _FILLED_BY_TORCH)
-        if lacks:
-            raise CheckpointError(f"The checkpoint's optimizer is not {_a(type(opt).__name__)}: its settings lack "
-                                  f"{', '.join(lacks)} (it was saved with another opt_func). {fix}")
-    params = dict(zip([i for s in groups for i in s['params']], [p for g in opt.param_groups for p in g['params']]))
-    for pid, pstate in saved.get('state', {}).items():
-        for name, value in pstate.items():
-            if isinstance(value, torch.Tensor) and value.ndim and pid in params and value.shape != params[pid].shape:
-                raise CheckpointError(f"The checkpoint's optimizer state {name!r} of parameter {pid} has shape "
-                                      f"{tuple(value.shape)}, the parameter {tuple(params[pid].shape)}. {fix}")
 
 # %% ../nbs/06_checkpoint.ipynb #46744a96
 FORMAT = 'trainer_nb.checkpoint/3'  # 3: the frozen parameters fingerprinted ('frozen'); 2 held them all

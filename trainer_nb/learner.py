@@ -144,17 +144,9 @@ class Learner:
         check_metrics_loaders(self.metrics, self.dls)
         cbs = as_callback_list(cbs)
         state = self.plan_fit(n_epochs, n_steps, eval_every, cbs)
-        if compare is not None: state.plan['compare'] = self._compared(compare, cbs)
+        if compare is not None: state.plan['compare'] = check_compare(compare, [*self.cbs, *cbs])
         if lr is not None: set_lr(self.opt, check_lr(lr))
         for _ in self.run(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
-
-    def _compared(self, compare, cbs) -> list[str]:
-        "The folders of `fit(compare=...)`, checked, where a live plot will draw them."
-        if not any(cb.name == 'live_plot' for cb in [*self.cbs, *cbs]):  # (a LivePlotCallback, or yours of that name)
-            raise ValueError("compare= draws earlier runs behind this fit's curves in the live plot, and this learner "
-                             "has none (Learner(..., progress=False)). Add LivePlotCallback() to cbs, or compare the "
-                             "runs afterwards with Runs(folder).plot(...).")
-        return check_compare(compare)
 
     @on_all_processes
     def resume(self,
@@ -242,23 +234,18 @@ class Learner:
     def add_cb(self, cb: Callback) -> Callback:
         "Add `cb` (an instance), after checking its event names and order; it is then also `learn.<its name>`."
         return self.callbacks.add(cb)
-
     def remove_cb(self, cb) -> Callback:
         "Remove a callback, given as the instance, its class or its name."
         return self.callbacks.remove(cb)
-
     def added_cbs(self, cbs):
         "`with learn.added_cbs(cbs):` adds `cbs` for the duration of the block."
         return self.callbacks.added(cbs)
-
     def removed_cbs(self, *cbs):
         "`with learn.removed_cbs(*cbs):` removes `cbs` (instances, classes or names) for the duration of the block."
         return self.callbacks.removed(*cbs)
-
     def time_callbacks(self, on: bool = True):
         "Measure the time spent in each callback, into `learn.callback_times` ({class name: seconds})."
         self.callbacks.timing(on)
-
     def show_loop(self, print_fn=print):
         "Print the training loop with the callbacks that run at each event, in order."
         show_loop(self.callbacks, print_fn)
@@ -361,14 +348,14 @@ class Learner:
             state.start_train_batch(n_samples)
             self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
             if hand_out: yield from self.callbacks.phase_steps('batch', self._hand_batch_to_loop, CancelBatchException)
-            else: self.out_of_memory.train_batch(self, self._train_batch_phase, batch, n_samples)
+            else: self.out_of_memory.train_batch(self, self.train_batch, batch, n_samples)
             self.storage.iter = state.step  # (the same, unless the batch made no step)
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
             self._at_boundary()
         if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
         if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
-            with suppress(CancelBatchException): self._step_and_zero()  # ...unless a callback puts it off again
+            with suppress(CancelBatchException): self.step_and_zero()  # ...unless a callback puts it off again
 
     def _hand_batch_to_loop(self):
         "A loop you write (`learn.loop`) takes the batch here, and makes its step: the loop counts one."
@@ -419,12 +406,12 @@ class Learner:
                     raise CancelFitException('stop requested')
                 self.fit_state.iter = i
                 self.set_batch(batch, data_time)
-                error = self.out_of_memory.attempt(self._valid_batch_phase, self.comm.undoes_alone)
+                error = self.out_of_memory.attempt(self.valid_batch, self.comm.undoes_alone)
                 if error is not None: self.out_of_memory.stop_in_validation(self, error)
         self.stop_point.valid_rng = None
         self.valid_results = self.valid_tally.results(self.comm.all_reduce_sum)
 
-    # ---- one batch: inputs and targets, forward and loss; in training, backward and step
+    # ---- one batch: from the loader's batch to the optimizer step, with its events (the loop's body)
     def set_batch(self, batch, data_time: float = 0.):
         "The one place that sets the per-batch fields: `batch` (moved to the device) and its `xb` and `yb`, or None; what was computed from it dropped."
         if batch is None: self.xb = self.yb = None
@@ -434,67 +421,72 @@ class Learner:
         self.batch, self.data_time = batch, data_time
         self.pred = self.loss = self.loss_grad = self.loss_parts = None
 
-    def _forward(self):
-        "The prediction and the loss, with `after_pred` and `after_loss`."
-        if self.train_step is not None: self._custom_forward()
-        else: self._model_forward()
+    def train_batch(self):
+        "A training batch: forward and loss, backward (whole, or in `MicroBatches` parts), and the step if the batch ends one."
+        run = self.callbacks.run  # (an event that no callback handles costs one call, which returns at once)
+        try:
+            run('before_batch')
+            if self.fit_state.micro == 1: self.forward_backward()
+            else: backward_in_parts(self, self.forward_backward)  # (`MicroBatches`: each part, `forward_backward(weight)`)
+            if self.fit_state.makes_step: self.step_and_zero()
+        except CancelBatchException: run('after_cancel_batch')
+        run('after_batch')
+
+    def forward(self):
+        "The prediction and the loss, with `after_pred` and `after_loss`: by the model and `loss_func`, or by your `train_step`."
+        if self.train_step is None:
+            self.pred = call_model(self.model, self.xb)
+            self.callbacks.run('after_pred')
+            self.loss, self.loss_parts = model_loss(self.pred, self.yb, self.loss_func, self.training)
+        else:
+            out = check_step_output(self.train_step(self, self.batch))
+            self.pred, self.yb = out.get('pred'), (out['target'],) if 'target' in out else self.yb
+            self.callbacks.run('after_pred')
+            self.loss, self.loss_parts = out['loss'], step_scalars(out)
         check_loss(self.loss)
         self.callbacks.run('after_loss')
         self.loss_grad = self.loss  # what backward() runs on: callbacks may scale it in before_backward
 
-    def _custom_forward(self):
-        out = check_step_output(self.train_step(self, self.batch))
-        self.pred, self.yb = out.get('pred'), (out['target'],) if 'target' in out else self.yb
-        self.callbacks.run('after_pred')
-        self.loss, self.loss_parts = out['loss'], step_scalars(out)
-
-    def _model_forward(self):
-        self.pred = call_model(self.model, self.xb)
-        self.callbacks.run('after_pred')
-        self.loss, self.loss_parts = model_loss(self.pred, self.yb, self.loss_func, self.training)
-
-    # ---- a training batch, from `before_batch` to the optimizer step (run by `out_of_memory.train_batch`: the `oom`
-    # chapter undoes it at an out-of-memory error, then retries it or stops before it)
-    def _train_batch_phase(self): self.callbacks.phase('batch', self._train_one_batch, CancelBatchException)
-
-    def _train_one_batch(self):
-        "Forward, loss and backward (of the whole batch, or of each of its `MicroBatches` parts); then the step, if it ends one."
-        if self.fit_state.micro == 1: self._forward_backward()
-        else: backward_in_parts(self, self._forward_backward)  # (`MicroBatches`: each part, `_forward_backward(weight)`)
-        if self.fit_state.makes_step: self._step_and_zero()
-
-    def _forward_backward(self, weight=None):
+    def forward_backward(self, weight: float | None = None):
         "Forward, loss and backward of the batch (or of a part of it, whose loss counts for `weight` of the batch's)."
-        self._forward()
+        self.forward()
         if weight is not None: self.loss_grad = self.loss_grad * weight
         if self.guard.stops(self.loss, self.comm, self.fit_state):  # a NaN or inf loss: the fit stops...
             self.controls.set_stop('nonfinite')
             raise CancelBatchException  # ...without this batch's backward and step
-        oom = self.out_of_memory
-        if oom.start.batches_since_step: oom.can_undo = False  # (it adds to the gradients of earlier batches)
-        can_undo, oom.can_undo = oom.can_undo, oom.can_undo and self.comm.undoes_alone  # (several: an exchange)
-        try: self.callbacks.phase('backward', self._backward, CancelBackwardException)
+        can_undo = self.out_of_memory.backward_starts(self.comm)  # (what an error in backward could undo: `oom`)
+        run = self.callbacks.run
+        try:
+            run('before_backward')
+            self.loss_grad.backward()
+            run('after_backward')
+        except CancelBackwardException: run('after_cancel_backward')
         finally: self.fit_state.batches_since_step += 1  # (its gradients count, even when a callback cancels the batch now)
-        oom.can_undo = can_undo  # (the next part's forward pass can be undone again)
+        self.out_of_memory.can_undo = can_undo  # (the next part's forward pass can be undone again)
 
-    def _backward(self): self.loss_grad.backward()
-
-    def _step_and_zero(self):
+    def step_and_zero(self):
+        "The optimizer step, with its events, then the gradients zeroed: the batches since the last step are done."
         self.out_of_memory.can_undo = False  # (from here, an out-of-memory error may leave the step half applied)
-        self.callbacks.phase('step', self._opt_step, CancelStepException)
+        run = self.callbacks.run
+        try:
+            run('before_step')
+            if self.controls.lr_scale == 1.: self.opt.step()
+            else: scaled_step(self.opt, self.controls.lr_scale)  # `controls.scale_lr`: the lr times a factor, for this step
+            self.fit_state.count_step()
+        except CancelStepException: run('after_cancel_step')
+        run('after_step')
         self.opt.zero_grad(set_to_none=True)
         self.fit_state.batches_since_step = 0
 
-    def _opt_step(self):
-        if self.controls.lr_scale == 1.: self.opt.step()
-        else: scaled_step(self.opt, self.controls.lr_scale)  # `controls.scale_lr`: the lr times a factor, for this step
-        self.fit_state.count_step()
-
-    def _valid_batch_phase(self): self.callbacks.phase('batch', self._valid_one_batch, CancelBatchException)
-
-    def _valid_one_batch(self):
-        self._forward()
-        self.valid_tally.add(self.loss, batch_size(self.xb, self.yb), predictions(self.pred), self.yb)
+    def valid_batch(self):
+        "A validation batch: forward and loss, added to the running validation's tally."
+        run = self.callbacks.run
+        try:
+            run('before_batch')
+            self.forward()
+            self.valid_tally.add(self.loss, batch_size(self.xb, self.yb), predictions(self.pred), self.yb)
+        except CancelBatchException: run('after_cancel_batch')
+        run('after_batch')
 
     def __repr__(self):
         return (f"Learner(model={type(self.model).__name__}, device={self.device.type}, "

@@ -138,6 +138,12 @@ class OutOfMemory:
             raise drop_frames(add_note(e, _CANNOT_UNDO))
         return None
 
+    def backward_starts(self, comm) -> bool:
+        "A backward pass starts: whether an error could be undone before it (to set back after it), and now `can_undo` in it."
+        if self.start.batches_since_step: self.can_undo = False  # (it adds to the gradients of earlier batches)
+        can_undo, self.can_undo = self.can_undo, self.can_undo and comm.undoes_alone  # (several processes: an exchange)
+        return can_undo
+
     def undo(self, learn, batch, data_time: float):
         "Put back what the training batch changed before its step (gradients, random states, batch-norm statistics): `batch` as loaded."
         learn.set_batch(batch, data_time)  # (before_batch may have changed xb; the outputs and their graph are dropped)

@@ -225,9 +225,15 @@ def _frame_stats(frames: list, first_batch: float | None, budget: DrawBudget, fi
             'max_age': max((f['age'] for f in log), default=None), 'drawing': sum(f['seconds'] for f in log)}
 
 # %% ../../nbs/11_callback.liveplot.ipynb #c064106f
-def check_compare(compare) -> list[str]:
+def check_compare(compare, # a run folder, or a list of them
+                  cbs=None, # with `fit(compare=...)`: the fit's callbacks, among which a live plot must draw them
+                 ) -> list[str]:
     "The run folders of `compare=` (a folder or a list of them), checked: each must hold a `metrics.json`."
     if compare is None: return []
+    if cbs is not None and not any(cb.name == 'live_plot' for cb in cbs):  # (a LivePlotCallback, or yours of that name)
+        raise ValueError("compare= draws earlier runs behind this fit's curves in the live plot, and this learner "
+                         "has none (Learner(..., progress=False)). Add LivePlotCallback() to cbs, or compare the "
+                         "runs afterwards with Runs(folder).plot(...).")
     folders = [compare] if isinstance(compare, (str, os.PathLike)) else compare
     if not isinstance(folders, (list, tuple)):
         raise TypeError(f"compare= takes run folders (a path, or a list of paths); got {compare!r}.")
