@@ -26,3 +26,10 @@ def test_a_circle_is_found_through_a_local_import(tmp_path):
 
 def test_no_base_with_one_subclass_and_no_other_user():
     assert structure.one_subclass_chains() == []
+
+
+def test_no_module_over_450_lines():
+    "A module a reader can hold: the package's generated modules (not nbdev's index, `_modidx.py`) stay within 450 lines."
+    long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / 'trainer_nb').rglob('*.py')
+            if p.name != '_modidx.py' and (n := len(p.read_text().splitlines())) > 450}
+    assert long == {}, long

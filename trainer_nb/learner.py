@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import sys
-from contextlib import suppress
 
 import torch
 from torch import nn
@@ -14,9 +13,8 @@ from torch import nn
 from .callback.checkpoint import SaveOnStop
 from .callback.long_runs import Preemption, long_fit
 from .callback.core import (DISPLAY_CALLBACKS, Callback, Callbacks, CancelBackwardException,
-                                      CancelBatchException, CancelEpochException, CancelFitException,
-                                      CancelStepException, CancelTrainException, CancelValidException,
-                                      as_callback_list, first_error, fit_error, show_loop, stop_reason_of)
+                                      CancelBatchException, CancelFitException, CancelStepException,
+                                      CancelValidException, as_callback_list, show_loop)
 from .callback.liveplot import LivePlotCallback, check_compare
 from .callback.micro import backward_in_parts
 from .callback.outputs import get_preds, predict, sample_losses
@@ -29,10 +27,8 @@ from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state
                                    restore_learner, save_learner)
 from .controls import Controls, check_stop_reason
 from .trackers import report_callbacks
-from .core import (DeferredInterrupt, SingleProcess, default_device, stop_message, to_device,
-                             unwrap_model)
-from .data import (as_dataloaders, eval_batches, loader_len, prepare_loaders, release_workers, step_sizes,
-                             timed)
+from .core import SingleProcess, default_device, to_device, unwrap_model
+from .data import as_dataloaders, eval_batches, prepare_loaders, timed
 from .distributed import set_comm
 from .launch import gathered_preds, on_all_processes
 from .sharded import load_sharded
@@ -45,8 +41,8 @@ from .parts import (batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, compiled, make_optimizer, model_loss, nan_guard_for, predictions,
                               refuse_nested, scaled_step, set_lr, split_batch, step_scalars)
-from .state import (FitState, StopPoint, check_resumable, fit_position, new_fit_state, restored_rng,
-                              rng_states, start_state)
+from .fit import FitRun, plan_fit
+from .state import FitState, StopPoint, check_resumable, rng_states
 
 # %% auto #0
 __all__ = ['default_callbacks', 'with_defaults', 'Learner']
@@ -181,19 +177,6 @@ class Learner:
         refuse_nested(self.in_fit, 'loop')
         return make_loop(self, n_epochs, n_steps, eval_every, as_callback_list(cbs), resume, sys._getframe(1))
 
-    def plan_fit(self,
-                 n_epochs: int | None, # train for this many epochs...
-                 n_steps: int | None, # ...or this many optimizer steps
-                 eval_every: int | None, # validate every this many steps
-                 cbs: list, # the fit's own callbacks (its plan names them, for a resume after a restart)
-                 method: str = 'fit', # 'fit', or 'loop': a loop you write takes the batches (`learn.loop`)
-                ) -> FitState:
-        "The state of a new fit, checked, continuing this learner's step count: what `run` takes."
-        state = new_fit_state(n_epochs, n_steps, eval_every, self.fit_state, loader_len(self.dls.train),
-                              self.comm.world_size, cbs)
-        state.plan['method'] = method
-        return state
-
     def track(self, **objects):
         "Save and restore `objects` with the learner's checkpoints: your optimizers, schedulers, scalers (each with `state_dict`)."
         self.tracked.update(check_tracked(objects))
@@ -209,8 +192,8 @@ class Learner:
         "One validate phase over `dl` (default: the validation loader) outside a fit: its results, None if cancelled."
         refuse_nested(self.in_fit, 'validate')
         with self.storage:
-            try: return self._run_validate(self.dls.eval_loader(dl), split)
-            finally: self._set_mode(False, None)  # (the model stays in eval mode)
+            try: return self.validation(self.dls.eval_loader(dl), split)
+            finally: self.set_mode(False, None)  # (the model stays in eval mode)
 
     def no_bar(self):
         "`with learn.no_bar():` trains without the notebook display (progress bars, live plot, control panel)."
@@ -254,6 +237,7 @@ class Learner:
     state_dict, load_state_dict = learner_state, restore_learner  # its whole state (chapter `checkpoint`)
     save, load = on_all_processes(save_learner, 'save'), on_all_processes(load_learner, 'load')
     checkpoint_path = checkpoint_path
+    plan_fit = plan_fit  # the state of a new fit, checked: what `run` takes (chapter `fit`)
     get_preds, predict, sample_losses = gathered_preds(get_preds), predict, sample_losses  # (`callback.outputs`)
     lr_find, fit_one_cycle = on_all_processes(lr_find), fit_one_cycle  # the lr finder, fits with a schedule
     fit_flat_cos, fit_warmup_cos = fit_flat_cos, fit_warmup_cos
@@ -265,133 +249,25 @@ class Learner:
         "End the other processes of a learner made by `distribute` (nothing otherwise)."
         if self.workers is not None: self.workers.close()
 
-    # ---- a fit from start to end, as one generator for both faces: `fit` and `resume`, and a loop you write
+    # ---- a fit from start to end (chapter `fit`): one generator for both faces, `fit` and `resume`, and a loop you write
     def run(self,
             state: FitState, # the fit: new (`plan_fit`) or resumed (`resumed_fit`)
             cbs: list, # its callbacks
             resumed: bool = False, # whether it continues a stopped fit (else what a stopped one left is dropped)
            ):
         "Run a fit from start to end, as a generator: a fit made by `learn.loop` yields each training batch, whose step is yours."
-        if not resumed:  # (what a stopped fit left undone is for `resume`)
-            self.stop_point, self.controls.pending, self.fit_kind = StopPoint(), [], 'fit'
-        self.fit_state, self.stop_point.fit_cbs = state, cbs
-        start_state(state, self.comm.world_size, self.dls.train)  # (a resumed fit may come from other processes)
-        self.controls.start_fit()
-        guard = nan_guard_for(self.nan_guard, self.opt, self.device, self.comm.world_size)
-        interrupts = DeferredInterrupt(self.request_stop, stop_message(self.resume_hint))  # (a first one: a stop)
-        with self.added_cbs(cbs), self.storage, interrupts, guard as self.guard:
-            self.in_fit = True
-            try: yield from self._fit()
-            finally:
-                release_workers(self.dls)  # (persistent loaders' worker processes: see the `data` chapter)
-                self.in_fit = False
-                self._set_mode(False, None)
-                self.set_batch(None)
-
-    def _fit(self):
-        "`before_fit`, the epochs, a test evaluation, then always `after_fit`; the error, if any, is raised last."
-        try:
-            try:
-                self.callbacks.run('before_fit')
-                yield from self._do_epochs()
-                self._stopped('nonfinite' if self.guard.reported(self.fit_state, wait=True) else 'completed')
-            except CancelFitException:
-                self._stopped(self.controls.stop_kind or 'cancelled', at_boundary=True)
-                self.callbacks.run('after_cancel_fit')
-            if self.stop_reason not in ('interrupted', 'out_of_memory') and self.dls.test is not None:
-                self.test_results = self._run_validate(self.dls.test, split='test')
-        except BaseException as e: self._end_fit(e)
-        else: self._end_fit(None)
-
-    def _stopped(self, reason: str, at_boundary: bool = False):
-        "The one place where a fit's `stop_reason` is set: and whether `resume` can continue it, and from where."
-        self.fit_state.stop_reason, self.fit_state.resumable = reason, at_boundary and not self.fit_state.done
-        if at_boundary: self.stop_point.remember(self.dls.train)
-
-    def _end_fit(self, error: BaseException | None):
-        "The end of a fit: the stop reason if `error` ended it, every callback's `after_fit`, then the error, if any."
-        if error is not None: self._stopped(stop_reason_of(error))  # (a second interrupt: the batch may be half-done)
-        error = None if error is None else fit_error(error, fit_position(self))  # (with a note: where the fit stopped)
-        failures = self.callbacks.run_all('after_fit')  # KeyboardInterrupt too: the others still close their files
-        if error is None and failures: self._stopped(stop_reason_of(failures[0]))
-        if error is not None or failures: raise first_error(error, failures)
-
-    # ---- epochs of training batches; between two batches, due validations, the controls and stops
-    def _do_epochs(self):
-        state = self.fit_state
-        while not state.done:
-            if not state.epoch_complete:  # (a fit resumed from a checkpoint taken in after_epoch skips it)
-                yield from self.callbacks.phase_steps('epoch', self._do_epoch, CancelEpochException,
-                                                      finish=state.finish_epoch)
-            state.next_epoch()
-            if self.controls.stops_after_epoch(state): raise CancelFitException('stop after the epoch')
-
-    def _do_epoch(self):
-        state = self.fit_state
-        if not state.train_done and not state.target_reached:  # (resumed after its last step: only validation is left)
-            self._set_mode(True, self.dls.train)
-            yield from self.callbacks.phase_steps('train', self._train_batches, CancelTrainException,
-                                                  finish=state.finish_train)
-        self._validate_if_due(epoch_end=True)
-
-    def _train_batches(self):
-        state = self.fit_state
-        self._validate_if_due()  # a validation that an interrupt cut short is run again first
-        batches = timed(self.stop_point.train_batches(self.dl, state))
-        self.out_of_memory.watch(self.model, self.device)
-        hand_out = state.plan.get('method') == 'loop'  # a loop you write (`learn.loop`) takes each batch, and its step
-        samples_of = step_sizes(self.dl, self.comm.world_size)  # (local, offset) -> the step's samples, all processes
-        self._at_boundary()
-        for data_time, batch in batches:
-            self.set_batch(batch, data_time)
-            n_samples = samples_of(batch_size(self.xb, self.yb), state.epoch_offset)
-            state.start_train_batch(n_samples)
-            self.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
-            if hand_out: yield from self.callbacks.phase_steps('batch', self._hand_batch_to_loop, CancelBatchException)
-            else: self.out_of_memory.train_batch(self, self.train_batch, batch, n_samples)
-            self.storage.iter = state.step  # (the same, unless the batch made no step)
-            if state.target_reached: return
-            if state.eval_every: self._validate_if_due()
-            self._at_boundary()
-        if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
-        if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
-            with suppress(CancelBatchException): self.step_and_zero()  # ...unless a callback puts it off again
-
-    def _hand_batch_to_loop(self):
-        "A loop you write (`learn.loop`) takes the batch here, and makes its step: the loop counts one."
-        yield self.batch
-        self.fit_state.count_step()
-
-    def _validate_if_due(self, epoch_end: bool = False):
-        "Validate if the fit state says so (`eval_every` steps, the epoch's end); mid-epoch, then go back to training."
-        if self.dls.valid is None or not self.fit_state.eval_due(epoch_end): return
-        self._run_validate(self.dls.valid)
-        self.fit_state.last_eval_step = self.fit_state.fit_steps
-        if not epoch_end: self._set_mode(True, self.dls.train)
-
-    def _at_boundary(self):
-        "The batch boundary: carry out the controls requested since the last one; then, if all agree, stop the fit here."
-        if self.guard.reported(self.fit_state): self.controls.set_stop('nonfinite')  # (deferred: seen late)
-        if self.controls.at_boundary(self.comm, self.fit_state, self.storage, self._carry_out_request):
-            raise CancelFitException('stop requested')
-
-    def _carry_out_request(self, kind: str, value):
-        "A save or a validation asked for with `learn.controls`, on the loop's thread: the path saved, or the results."
-        if kind == 'save': return self.save(value).relative_to(self.path)
-        if kind != 'validate' or self.dls.valid is None: return None
-        with restored_rng():  # the training goes on as if this validation had not happened (same random streams)
-            results = self._run_validate(self.dls.valid)
-        self._set_mode(True, self.dls.train)
-        return results or {}
+        return FitRun(self, state, cbs, resumed).steps()
 
     # ---- the two modes, and a validation pass (in a fit, or for `validate` and `get_preds`)
-    def _set_mode(self, training: bool, dl):
+    def set_mode(self, training: bool, dl):
+        "Train (True) on `dl`, or evaluate: the model's mode and the callbacks' table switch with it."
         self.training, self.dl = training, dl
         self.model.train(training)
         self.callbacks.set_mode(training)
 
-    def _run_validate(self, dl, split: str = 'valid') -> dict | None:
-        self._set_mode(False, dl)
+    def validation(self, dl, split: str = 'valid') -> dict | None:
+        "One validate phase over `dl`, with its events: its results (`valid_results`), None if a callback cancelled it."
+        self.set_mode(False, dl)
         self.split, self.valid_results = split, None
         try: self.callbacks.phase('validate', self._valid_batches, CancelValidException)
         finally: self.split = 'train'
@@ -457,10 +333,11 @@ class Learner:
         can_undo = self.out_of_memory.backward_starts(self.comm)  # (what an error in backward could undo: `oom`)
         run = self.callbacks.run
         try:
-            run('before_backward')
-            self.loss_grad.backward()
+            try:
+                run('before_backward')
+                self.loss_grad.backward()
+            except CancelBackwardException: run('after_cancel_backward')
             run('after_backward')
-        except CancelBackwardException: run('after_cancel_backward')
         finally: self.fit_state.batches_since_step += 1  # (its gradients count, even when a callback cancels the batch now)
         self.out_of_memory.can_undo = can_undo  # (the next part's forward pass can be undone again)
 
