@@ -13,6 +13,7 @@ has ended), so the panel shows no Stop button under marimo and its line names ma
 Needs `marimo`, `playwright` and Chromium; skipped without them (failed under CI). Screenshots go to a temporary
 folder of pytest's, or to `$TRAINER_NB_ARTIFACTS/browser/` (`marimo_*.png`).
 """
+import contextlib
 import os
 import re
 import shutil
@@ -85,6 +86,31 @@ def open_app(page, server: Marimo):
     raise AssertionError("marimo's run-all button did not start the cells")
 
 
+@contextlib.contextmanager
+def marimo_page(tmp_path: Path, mode: str, notebook: Path, env: dict, log: Path, height: int = 1500):
+    "A `Marimo` server of `notebook` in `tmp_path/'root'`, and a Chromium page with the notebook open; both closed after."
+    from playwright.sync_api import sync_playwright
+    root = tmp_path / 'root'
+    root.mkdir()
+    server = Marimo(mode, notebook, root, tmp_path / 'state', env, log)
+    try:
+        with sync_playwright() as p:
+            browser = launch_chromium(p)
+            try:
+                page = browser.new_page(viewport={'width': 1400, 'height': height})
+                open_app(page, server)
+                yield page
+            finally: browser.close()
+    finally: server.close()
+
+
+def fit_app(tmp_path: Path, mode: str, epochs: int, log: Path):
+    "`marimo_page` of the fit notebook (`NOTEBOOK`): `epochs` epochs of 30-ms steps, its run folder in the root."
+    env = {'TRAINER_NB_EPOCHS': str(epochs), 'TRAINER_NB_STEP_DELAY': '0.03',
+           'TRAINER_NB_RUN_DIR': str(tmp_path / 'root' / 'run')}
+    return marimo_page(tmp_path, mode, NOTEBOOK, env, log)
+
+
 def text_matching(page, pattern: re.Pattern) -> re.Match | None:
     "The last text on the page (shadow roots included) that matches `pattern`."
     found = page.get_by_text(pattern)
@@ -134,37 +160,25 @@ def fit_output_text(page) -> str:
 @pytest.mark.slow
 def test_marimo_edit_live_view_interrupt_and_exact_resume(tmp_path, artifacts):
     require_marimo()
-    from playwright.sync_api import sync_playwright
     shots = browser_artifacts(artifacts)
-    root = tmp_path / 'root'
-    root.mkdir()
     # ~10 s: 6 epochs of 45 steps at ~30 ms each, that we interrupt after the second epoch's row
-    server = Marimo('edit', NOTEBOOK, root, tmp_path / 'state', {'TRAINER_NB_EPOCHS': '6', 'TRAINER_NB_STEP_DELAY':
-                    '0.03', 'TRAINER_NB_RUN_DIR': str(root / 'run')}, shots / 'marimo_edit.log')
-    try:
-        with sync_playwright() as p:
-            browser = launch_chromium(p)
-            page = browser.new_page(viewport={'width': 1400, 'height': 1500})
-            open_app(page, server)
-            plots, bars = watch_fit(page, shots, 'marimo_edit', until=lambda: table_rows(page) >= 2)
-            status = status_line(page)
-            buttons = page.get_by_role('button', name='Stop').count()
-            page.locator('[data-testid=interrupt-button]').click()  # marimo's stop button
-            result = wait_for(lambda: text_matching(page, RESULT), 60, 'the RESULT line')
-            wait_for(lambda: 'interrupted' in fit_output_text(page), 30, 'the outcome line under the table')
-            time.sleep(0.5)
-            page.screenshot(path=str(shots / 'marimo_edit_interrupted.png'))
-            element_screenshot(page, 'img[alt=plot]', shots / 'marimo_edit_plot_final.png')
-            stopped = fit_output_text(page)
-            after = {'plots': page.locator('img[alt=plot]').count(), 'bars': len(bar_values(page)),
-                     'status': page.locator('.trainer-nb-status').count()}
-            page.get_by_text('Resume the fit').last.click()
-            resumed = wait_for(lambda: text_matching(page, RESUMED), 180, 'the RESUMED line')
-            page.get_by_text(RESUMED).last.scroll_into_view_if_needed()  # (marimo scrolls inside its own element)
-            page.screenshot(path=str(shots / 'marimo_edit_resumed.png'))
-            browser.close()
-    finally:
-        server.close()
+    with fit_app(tmp_path, 'edit', 6, shots / 'marimo_edit.log') as page:
+        plots, bars = watch_fit(page, shots, 'marimo_edit', until=lambda: table_rows(page) >= 2)
+        status = status_line(page)
+        buttons = page.get_by_role('button', name='Stop').count()
+        page.locator('[data-testid=interrupt-button]').click()  # marimo's stop button
+        result = wait_for(lambda: text_matching(page, RESULT), 60, 'the RESULT line')
+        wait_for(lambda: 'interrupted' in fit_output_text(page), 30, 'the outcome line under the table')
+        time.sleep(0.5)
+        page.screenshot(path=str(shots / 'marimo_edit_interrupted.png'))
+        element_screenshot(page, 'img[alt=plot]', shots / 'marimo_edit_plot_final.png')
+        stopped = fit_output_text(page)
+        after = {'plots': page.locator('img[alt=plot]').count(), 'bars': len(bar_values(page)),
+                 'status': page.locator('.trainer-nb-status').count()}
+        page.get_by_text('Resume the fit').last.click()
+        resumed = wait_for(lambda: text_matching(page, RESUMED), 180, 'the RESUMED line')
+        page.get_by_text(RESUMED).last.scroll_into_view_if_needed()  # (marimo scrolls inside its own element)
+        page.screenshot(path=str(shots / 'marimo_edit_resumed.png'))
     # while the fit ran: the plot changed, the bars moved, the status line named marimo's stop button; no Stop button
     assert len(plots) >= 2 and all(s.startswith('data:image/png;base64,') for s in plots), len(plots)
     assert len({tuple(b) for b in bars}) >= 3, bars[:5]
@@ -182,27 +196,15 @@ def test_marimo_edit_live_view_interrupt_and_exact_resume(tmp_path, artifacts):
 @pytest.mark.slow
 def test_marimo_run_app_view_shows_the_live_view_and_keeps_the_result(tmp_path, artifacts):
     require_marimo()
-    from playwright.sync_api import sync_playwright
     shots = browser_artifacts(artifacts)
-    root = tmp_path / 'root'
-    root.mkdir()
-    server = Marimo('run', NOTEBOOK, root, tmp_path / 'state', {'TRAINER_NB_EPOCHS': '5', 'TRAINER_NB_STEP_DELAY':
-                    '0.03', 'TRAINER_NB_RUN_DIR': str(root / 'run')}, shots / 'marimo_run.log')
-    try:
-        with sync_playwright() as p:
-            browser = launch_chromium(p)
-            page = browser.new_page(viewport={'width': 1400, 'height': 1500})
-            open_app(page, server)
-            status = wait_for(lambda: status_line(page).startswith('step ') and status_line(page), 120, 'the status line')
-            plots, bars = watch_fit(page, shots, 'marimo_run', until=lambda: text_matching(page, RESULT))
-            result = text_matching(page, RESULT)
-            time.sleep(0.5)
-            page.screenshot(path=str(shots / 'marimo_run_done.png'), full_page=True)
-            done = fit_output_text(page)
-            final = {'plots': page.locator('img[alt=plot]').count(), 'bars': len(bar_values(page))}
-            browser.close()
-    finally:
-        server.close()
+    with fit_app(tmp_path, 'run', 5, shots / 'marimo_run.log') as page:
+        status = wait_for(lambda: status_line(page).startswith('step ') and status_line(page), 120, 'the status line')
+        plots, bars = watch_fit(page, shots, 'marimo_run', until=lambda: text_matching(page, RESULT))
+        result = text_matching(page, RESULT)
+        time.sleep(0.5)
+        page.screenshot(path=str(shots / 'marimo_run_done.png'), full_page=True)
+        done = fit_output_text(page)
+        final = {'plots': page.locator('img[alt=plot]').count(), 'bars': len(bar_values(page))}
     assert len(plots) >= 2, len(plots)  # the plot changed while the fit ran...
     assert status.startswith('step ') and 'This app view (marimo run) has no stop button' in status, status
     assert len({tuple(b) for b in bars}) >= 3, bars[:5]  # ...and the bars moved
@@ -250,24 +252,13 @@ def test_marimo_delivers_no_click_to_a_running_cell(tmp_path, artifacts):
     handled only after that cell ends. If this fails, marimo has started to deliver clicks to running cells, and the
     panel could show its buttons there too."""
     require_marimo()
-    from playwright.sync_api import sync_playwright
     shots = browser_artifacts(artifacts)
-    root = tmp_path / 'root'
-    root.mkdir()
     (tmp_path / 'click_nb.py').write_text(CLICK_NOTEBOOK)
-    server = Marimo('edit', tmp_path / 'click_nb.py', root, tmp_path / 'state', {}, shots / 'marimo_click.log')
-    try:
-        with sync_playwright() as p:
-            browser = launch_chromium(p)
-            page = browser.new_page(viewport={'width': 1400, 'height': 1000})
-            open_app(page, server)
-            page.get_by_text('Click me').last.wait_for(timeout=60_000)
-            time.sleep(1.5)  # the loop cell runs
-            page.get_by_text('Click me').last.click()
-            value = wait_for(lambda: text_matching(page, re.compile(r'BUTTON_VALUE 1 clicks=1')), 60, 'the click')
-            loop = text_matching(page, re.compile(r'LOOP_DONE seen_during=(\S+)'))
-            page.screenshot(path=str(shots / 'marimo_click.png'))
-            browser.close()
-    finally:
-        server.close()
+    with marimo_page(tmp_path, 'edit', tmp_path / 'click_nb.py', {}, shots / 'marimo_click.log', height=1000) as page:
+        page.get_by_text('Click me').last.wait_for(timeout=60_000)
+        time.sleep(1.5)  # the loop cell runs
+        page.get_by_text('Click me').last.click()
+        value = wait_for(lambda: text_matching(page, re.compile(r'BUTTON_VALUE 1 clicks=1')), 60, 'the click')
+        loop = text_matching(page, re.compile(r'LOOP_DONE seen_during=(\S+)'))
+        page.screenshot(path=str(shots / 'marimo_click.png'))
     assert value and loop.group(1) == 'None', loop.group(0)  # the click arrived, but not while the cell ran

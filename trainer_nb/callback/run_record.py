@@ -301,6 +301,6 @@ class RunRecord(Callback):
 
     def after_fit(self):
         if self.entry is None or self.entry['end'] is not None:  # (a callback before this one failed in before_fit)
-            self._git, self.entry = self._git or git_state_later(), start_entry(self.learn)
+            self._git, self.entry = git_state_later(), start_entry(self.learn)  # (not the last fit's git state)
         self.entry['env']['git'] = self._git()
         write_entry(self.learn.path, end_entry(self.entry, self.learn))
