@@ -6,8 +6,10 @@
 # timeout): with a 15-minute device budget, give the machine back right after it.
 #
 # What it expects: this repository, and a Python (`python`, or $PYTHON) whose torch is a CUDA build that sees a
-# GPU. It runs the repository's code from the checkout (PYTHONPATH), not an installed copy. If trainer_nb's
-# dependencies or the test tools (pytest, transformers, ipykernel...) are missing, it installs the repository with its dev extras
+# GPU. It runs the repository's code from the checkout (PYTHONPATH), not an installed copy. The GPU tests are all in
+# tests/test_cuda.py, so it collects that module alone: the other test modules import the notebook and browser tools
+# (ipykernel, nbdev, playwright), which a GPU image seldom has. If trainer_nb's dependencies or what the checks
+# use (fastprogress, pytest, transformers) are missing, it installs the repository with its dev extras
 # (`pip install -e .[dev]`) into that Python, holding torch at the installed version (a constraint), so torch is
 # never replaced; without a network that install fails, and the script says so and stops. peft is needed only for
 # the LoRA check (skipped without it). The tests fill the GPU on purpose: use a GPU nothing else is using.
@@ -26,7 +28,7 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
 echo "git: $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)"
 
 # (what the test modules import when pytest collects them, as well as what the GPU checks use)
-if ! "$PY" -c "import trainer_nb.all, pytest, transformers, ipykernel, jupyter_client, nbdev" 2>/dev/null; then
+if ! "$PY" -c "import trainer_nb.all, fastprogress, pytest, transformers" 2>/dev/null; then
     echo "== installing the repository's dev extras (torch held at its installed version)"
     constraint=$(mktemp)
     "$PY" -c "import torch; print('torch==' + torch.__version__)" > "$constraint"
@@ -35,8 +37,8 @@ if ! "$PY" -c "import trainer_nb.all, pytest, transformers, ipykernel, jupyter_c
     rm -f "$constraint"
 fi
 
-echo "== tests: pytest -m cuda tests"
-timeout 200 "$PY" -m pytest -m cuda tests -q -rA --tb=line -p no:cacheprovider
+echo "== tests: pytest -m cuda tests/test_cuda.py"
+timeout 200 "$PY" -m pytest -m cuda tests/test_cuda.py -q -rA --tb=line -p no:cacheprovider
 tests=$?
 [ "$tests" = 124 ] && echo "(the tests ran past their 200 s)"
 

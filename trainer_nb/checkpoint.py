@@ -21,7 +21,8 @@ from .callback.core import DISPLAY_CALLBACKS
 from .data import is_stateful
 from .files import _fsync_dir, atomic_save
 from .saved_state import (CheckpointError, check_frozen, check_optimizer_state, check_state_keys, frozen_keys,
-                                    load_checkpoint, load_model_state, model_state, plain_key, saved_model_state)
+                                    load_checkpoint, load_model_state, load_optimizer_state, model_state, plain_key,
+                                    saved_model_state)
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
@@ -96,7 +97,7 @@ def restore_learner(learn, state: dict, weights_only_model: bool = False):
     check_learner_state(learn, state, weights_only_model)
     load_model_state(learn.raw_model, state['model'], keep=state.get('frozen') or ())
     if weights_only_model: return
-    learn.opt.load_state_dict(state['opt'])
+    load_optimizer_state(learn.opt, state['opt'])  # (its fused or foreach step stays: see `load_optimizer_state`)
     restore_extras(learn, state)
 
 def restore_extras(learn, state: dict):

@@ -14,8 +14,9 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
-           'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state']
+__all__ = ['IMPLEMENTATION', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
+           'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state',
+           'load_optimizer_state']
 
 # %% ../nbs/05a_saved_state.ipynb #e81776bf
 class CheckpointError(RuntimeError):
@@ -176,3 +177,12 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
             if isinstance(value, torch.Tensor) and value.ndim and pid in params and value.shape != params[pid].shape:
                 raise CheckpointError(f"The checkpoint's optimizer state {name!r} of parameter {pid} has shape "
                                       f"{tuple(value.shape)}, the parameter {tuple(params[pid].shape)}. {fix}")
+
+# %% ../nbs/05a_saved_state.ipynb #d5098f54
+IMPLEMENTATION = ('fused', 'foreach', 'capturable', 'differentiable')  # how an optimizer computes, not what it learned
+
+def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
+    "Load `saved` (an optimizer's `state_dict`) into `opt`, keeping `opt`'s own `IMPLEMENTATION` settings."
+    own = [{k: group[k] for k in IMPLEMENTATION if k in group} for group in opt.param_groups]
+    groups = [{**saved_group, **settings} for saved_group, settings in zip(saved['param_groups'], own)]
+    opt.load_state_dict({**saved, 'param_groups': groups})  # (torch places each state by the groups it loads)
