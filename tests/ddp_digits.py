@@ -14,4 +14,4 @@ torch.manual_seed(0)
 learn = Learner(digits_model(), digits_dls(bs=32), nn.functional.cross_entropy, lr=1e-2, metrics=[accuracy],
                 path=sys.argv[1], device='cpu', cbs=[DistributedTrainer()])
 learn.fit(3)
-print(f"rank {learn.rank} of world {learn.world_size}: step {learn.step}, accuracy {learn.valid_results['accuracy']:.4f}")
+print(f"rank {learn.rank} of world {learn.comm.world_size}: step {learn.step}, accuracy {learn.valid_results['accuracy']:.4f}")

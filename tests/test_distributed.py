@@ -47,7 +47,7 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path):
         return learn
 
     two = launch(two_procs, 2)
-    assert two.world_size == 2 and two.step == one.step == 5 * 23
+    assert two.comm.world_size == 2 and two.step == one.step == 5 * 23
     assert two.fit_state.samples == one.fit_state.samples == 5 * 1438
     l1, l2 = losses(one), losses(two)
     print(f"max |loss difference| 1 vs 2 processes over {len(l1)} steps: {(l1 - l2).abs().max():.2e}")

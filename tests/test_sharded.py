@@ -49,7 +49,7 @@ def losses(learn): return torch.tensor([v for v, _ in learn.storage.history('tra
 def full_state(learn):
     "The whole weights and AdamW moments, by name, in every process (gathered from the shards)."
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-    if learn.world_size > 1:
+    if learn.comm.world_size > 1:
         model, optim = get_state_dict(learn.raw_model, learn.opt, options=StateDictOptions(full_state_dict=True))
     else: model, optim = get_state_dict(learn.raw_model, learn.opt)
     moments = {f'{k}.{m}': v[m].clone() for k, v in optim['state'].items() for m in ('exp_avg', 'exp_avg_sq', 'step')}
@@ -111,7 +111,7 @@ def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_
         learn = learner(tmp_path, [ShardedTrainer(), seen], n=n, bs=bs).load('last')
         state = full_state(learn)
         learn.resume(cbs=[StopAt(0)])
-        (tmp_path / f'after{learn.rank}_{learn.world_size}.json').write_text(json.dumps(seen.seen))
+        (tmp_path / f'after{learn.rank}_{learn.comm.world_size}.json').write_text(json.dumps(seen.seen))
         return state, learn.fit_state.samples
 
     saved, valid_loss = launch(save_at_4, 2)
@@ -263,7 +263,7 @@ def test_torchrun_runs_a_sharded_script(tmp_path):
         learn = Learner(digits_model(), digits_dls(bs=32), nn.functional.cross_entropy, lr=1e-2, path=sys.argv[1],
                         device='cpu', progress=False, cbs=[ShardedTrainer()])
         learn.fit(1)
-        print(f"rank {learn.rank} of {learn.world_size}: step {learn.step}, {type(learn.raw_model[0].weight).__name__}")
+        print(f"rank {learn.rank} of {learn.comm.world_size}: step {learn.step}, {type(learn.raw_model[0].weight).__name__}")
         """))
     env = {**os.environ, 'PYTHONPATH': str(Path(__file__).parent.parent), 'OMP_NUM_THREADS': '1'}
     proc = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',

@@ -33,3 +33,12 @@ def test_no_module_over_450_lines():
     long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / 'trainer_nb').rglob('*.py')
             if p.name != '_modidx.py' and (n := len(p.read_text().splitlines())) > 450}
     assert long == {}, long
+
+
+def test_the_batch_body_asks_no_process_count_and_no_callback_for_a_method():
+    """Issue 41: the learner does not test how many processes train (its communicator does), and features are reached
+    by declared events, not by asking a callback whether it has a method."""
+    asked = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / 'trainer_nb').rglob('*.py')
+             for i, line in enumerate(p.read_text().splitlines(), 1) if 'hasattr(cb' in line]
+    assert asked == []
+    assert 'world_size' not in (ROOT / 'trainer_nb' / 'learner.py').read_text()

@@ -57,4 +57,4 @@ if __name__ == '__main__':
                               report_to=tracker_writer(tracker, project, uri), device='cpu')
         learn.report.log_every = LOG_EVERY
         learn.fit(2)
-    print(f"rank {learn.rank} of {learn.world_size}: step {learn.step}, {learn.stop_reason}")
+    print(f"rank {learn.rank} of {learn.comm.world_size}: step {learn.step}, {learn.stop_reason}")

@@ -324,7 +324,7 @@ def gathered_preds(get_preds):
     @functools.wraps(get_preds)
     def run(learn, dl=None, *args, **kwargs):
         workers = getattr(learn, 'workers', None)
-        if workers is None or workers.busy or dl is not None or learn.world_size == 1:  # (dl: each process does all of it)
+        if workers is None or workers.busy or dl is not None or learn.comm.world_size == 1:  # (dl: each process does all of it)
             return on_all_processes(get_preds)(learn, dl, *args, **kwargs)
         return _interleaved(workers.each(lambda l: get_preds(l, None, *args, **kwargs)))
     return run

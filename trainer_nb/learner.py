@@ -206,8 +206,7 @@ class Learner:
     step = property(lambda self: self.fit_state.step, doc="The optimizer steps taken, over all fits.")
     stop_reason = property(lambda self: self.fit_state.stop_reason, doc="Why the last fit ended (None while it runs).")
     stop_requested = property(lambda self: self.controls.stop_kind is not None, doc="Whether a stop waits for the boundary.")
-    rank = property(lambda self: self.comm.rank, doc="This process among those training together (0 alone).")
-    world_size = property(lambda self: self.comm.world_size, doc="How many processes train together.")
+    rank = property(lambda self: self.comm.rank, doc="This process among those training together (0 alone; `learn.comm` says how many).")
     raw_model = property(lambda self: unwrap_model(self.model), doc="The model, without the wrappers of DDP and torch.compile.")
 
     # ---- the callbacks: the methods of the collection, `learn.callbacks`

@@ -88,7 +88,7 @@ class Preemption(Callback):
 
     def after_fit(self):
         learn = self.learn
-        if learn.world_size > 1 and learn.stop_reason in ('preempted', 'time_limit'):
+        if learn.comm.world_size > 1 and learn.stop_reason in ('preempted', 'time_limit'):
             learn.comm.any(False)  # all leave together, once process 0 wrote `last` (a launcher ends the others at the first exit)
         previous, self._previous = self._previous, {}
         for s, handler in previous.items(): signal.signal(s, signal.SIG_DFL if handler is None else handler)
@@ -267,7 +267,7 @@ class LossSpikes(Callback):
         learn = self.learn
         loss = float(learn.loss.detach())  # (one synchronisation a batch on a GPU)
         spike = not math.isfinite(loss) or (len(self.losses) == self.window and loss > self.factor * (sum(self.losses) / self.window))
-        if learn.world_size > 1: spike = learn.comm.any(spike)  # (all processes roll back together)
+        if learn.comm.world_size > 1: spike = learn.comm.any(spike)  # (all processes roll back together)
         if not spike:
             self.losses.append(loss)
             return

@@ -145,7 +145,7 @@ def run_settings(learn) -> dict:
             'cbs': callbacks_settings(trains),
             'display': [type(cb).__name__ for cb in shows],
             'seed': seeds(dls.train),
-            'device': str(learn.device), 'world_size': learn.world_size}
+            'device': str(learn.device), 'world_size': learn.comm.world_size}
 
 # %% ../../nbs/17_callback.run_record.ipynb #a44f741f
 def git_state(folder='.', # the working folder
