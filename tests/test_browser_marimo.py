@@ -262,3 +262,51 @@ def test_marimo_delivers_no_click_to_a_running_cell(tmp_path, artifacts):
         loop = text_matching(page, re.compile(r'LOOP_DONE seen_during=(\S+)'))
         page.screenshot(path=str(shots / 'marimo_click.png'))
     assert value and loop.group(1) == 'None', loop.group(0)  # the click arrived, but not while the cell ran
+
+
+LR_FIND_NOTEBOOK = '''import marimo
+
+app = marimo.App()
+
+
+@app.cell
+def _():
+    import torch
+    from trainer_nb.all import Learner
+    from trainer_nb.demo import digits_dls, digits_model
+    torch.manual_seed(0)
+    learn = Learner(digits_model(), digits_dls(bs=32), torch.nn.functional.cross_entropy, path='run')
+    return (learn,)
+
+
+@app.cell
+def _(learn):
+    learn.lr_find(num_it=30)  # (as in fastai: the cell ends with the call, and shows its value)
+    return
+
+
+@app.cell
+def _(learn):
+    f"LR_FIND {learn.lr_find(num_it=30, show_plot=False).valley:.1e} {len(learn.lr_find_results[0])}"
+    return
+'''
+
+
+def test_marimo_shows_the_lr_finder_plot(tmp_path, artifacts):
+    """`learn.lr_find()` in a marimo cell shows its plot in the cell's output (it was only written to a file), also
+    when the cell ends with the call, whose value (the suggestions) marimo puts in place of what the cell showed;
+    `show_plot=False` shows none."""
+    require_marimo()
+    shots = browser_artifacts(artifacts)
+    (tmp_path / 'lr_find_nb.py').write_text(LR_FIND_NOTEBOOK)
+    with marimo_page(tmp_path, 'run', tmp_path / 'lr_find_nb.py', {}, shots / 'marimo_lr_find.log', height=1000) as page:
+        wait_for(lambda: text_matching(page, re.compile(r'LR_FIND (\S+) (\d+)')), 120, 'the second sweep')
+        suggested = text_matching(page, re.compile(r'SuggestedLRs\(valley=([\d.e+-]+)'))
+        plot = page.locator('img[alt=lr_find]')
+        wait_for(lambda: plot.count() == 1, 30, "the lr finder's plot")
+        size = plot.first.evaluate('img => [img.naturalWidth, img.naturalHeight]')
+        element_screenshot(page, 'img[alt=lr_find]', shots / 'marimo_lr_find.png')
+        page.screenshot(path=str(shots / 'marimo_lr_find_page.png'), full_page=True)
+    assert suggested and float(suggested.group(1)) > 0  # the cell's value: the suggestions, under their plot
+    assert size[0] > 300 and size[1] > 200, size  # a figure of 6 x 4 inches at 100 dpi, cropped to its content
+    assert not (tmp_path / 'root' / 'run' / 'lr_find.png').exists()  # shown in the notebook, not written

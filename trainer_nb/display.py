@@ -13,7 +13,7 @@ import sys
 from .core import in_notebook
 
 # %% auto #0
-__all__ = ['frontend', 'marimo_mode', 'JupyterArea', 'MarimoArea', 'output_area']
+__all__ = ['frontend', 'marimo_mode', 'JupyterArea', 'png_html', 'MarimoArea', 'output_area']
 
 # %% ../nbs/09_display.ipynb #a18ffcd7
 def frontend() -> str | None:
@@ -64,6 +64,13 @@ def _output_size(context) -> int | None:
     try: return len(context.execution_context.output)
     except Exception: return None
 
+def png_html(data: bytes, # a PNG image
+             alt: str = 'plot', # its alternative text (what the browser tests look for)
+            ) -> str:
+    "An `<img>` of `data`, inline, at its own size (wider than the cell: scaled down, not cut)."
+    return (f'<img src="data:image/png;base64,{base64.b64encode(data).decode()}" alt="{html.escape(alt)}" '
+            'style="width:auto;max-width:100%"/>')
+
 class MarimoArea:
     "A place in the running marimo cell's output, replaced in place; it stays as the cell's output when the cell ends."
     def __init__(self):
@@ -86,9 +93,7 @@ class MarimoArea:
         import marimo as mo
         self.show(mo.Html(text))
 
-    def png(self, data: bytes):
-        self.html(f'<img src="data:image/png;base64,{base64.b64encode(data).decode()}" alt="plot" '
-                  'style="width:auto;max-width:100%"/>')  # (its own size; wider than the cell: scaled down, not cut)
+    def png(self, data: bytes, alt: str = 'plot'): self.html(png_html(data, alt))
 
     def bundle(self, data: dict):
         "A mime bundle: its HTML (marimo renders no ipywidgets: the widget's view is not shown)."

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import copy
+import html
 import math
 from collections import namedtuple
 
@@ -15,14 +16,15 @@ from .core import Callback, CancelFitException, CancelValidException, as_callbac
 from ..checkpoint import learner_state, restore_learner
 from ..core import MovingAverage
 from ..data import resumable_batches
+from ..display import frontend, output_area, png_html
 from ..events import EventStorage
 from ..parts import refuse_nested, set_lr
 from ..state import rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['ANNEALERS', 'SuggestedLRs', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule', 'combined_cos',
-           'ParamScheduler', 'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler', 'fit_one_cycle',
-           'fit_flat_cos', 'fit_warmup_cos', 'TorchScheduler', 'LRFinder', 'suggest_lrs', 'plot_lr_find', 'lr_find']
+__all__ = ['ANNEALERS', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule', 'combined_cos', 'ParamScheduler',
+           'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler', 'fit_one_cycle', 'fit_flat_cos',
+           'fit_warmup_cos', 'TorchScheduler', 'SuggestedLRs', 'LRFinder', 'suggest_lrs', 'plot_lr_find', 'lr_find']
 
 # %% ../../nbs/07_callback.schedule.ipynb #a6d061be
 def sched_lin(start: float, end: float, pct: float) -> float:
@@ -210,7 +212,15 @@ class TorchScheduler(Callback):
         else: self._load(state['scheduler'])
 
 # %% ../../nbs/07_callback.schedule.ipynb #1a454ce2
-SuggestedLRs = namedtuple('SuggestedLRs', ['valley', 'steep', 'minimum'])
+class SuggestedLRs(namedtuple('SuggestedLRs', ['valley', 'steep', 'minimum'])):
+    "The lr finder's three suggestions; under marimo, shown with the plot they come from when a cell ends with them."
+    png: bytes | None = None  # that plot, as `plot_lr_find` showed it under marimo (None elsewhere)
+
+    def _display_(self):
+        "marimo's display protocol: a cell's value replaces what the cell showed, so the plot is shown again with it."
+        import marimo as mo
+        text = f"<pre>{html.escape(repr(self))}</pre>"
+        return mo.Html(text if self.png is None else png_html(self.png, alt='lr_find') + text)
 
 class LRFinder(Callback):
     "Grow the lr exponentially, one value per optimizer step, recording the smoothed loss; stop if it diverges."
@@ -277,11 +287,10 @@ def suggest_lrs(lrs: list, losses: list, skip_end: int = 5) -> SuggestedLRs:
     return SuggestedLRs(valley, steep, minimum)
 
 def plot_lr_find(lrs: list, losses: list, suggestions: SuggestedLRs | None = None, path=None, show: bool = True):
-    "Plot loss against lr (log scale) with the suggestions; show it inline in a notebook, write `path` otherwise."
+    "Plot loss against lr (log scale) with the suggestions; show it in the notebook's cell (Jupyter, marimo), write `path` otherwise."
     import matplotlib
-    from trainer_nb.core import in_notebook
-    notebook = show and in_notebook()
-    if not notebook: matplotlib.use('Agg', force=False)
+    where = frontend() if show else None  # 'jupyter', 'marimo', or None: a terminal, a script
+    if where is None: matplotlib.use('Agg', force=False)
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(lrs) > 10: lrs, losses = lrs[:-5], losses[:-5]  # the last points of a divergence would flatten the rest
@@ -292,10 +301,16 @@ def plot_lr_find(lrs: list, losses: list, suggestions: SuggestedLRs | None = Non
             i = min(range(len(lrs)), key=lambda k: abs(math.log(lrs[k]) - math.log(lr)))
             ax.plot(lrs[i], losses[i], marker, label=f"{name}: {lr:.2e}")
         ax.legend()
-    if notebook:
+    if where == 'jupyter':
         from IPython.display import display
         display(fig)
-    if path is not None and not notebook:
+    elif where == 'marimo':  # (marimo shows only what a cell returns or puts in its output: the PNG, in the output)
+        from io import BytesIO
+        png = BytesIO()
+        fig.savefig(png, format='png', dpi=100, bbox_inches='tight')
+        output_area('marimo').png(png.getvalue(), alt='lr_find')
+        if suggestions is not None: suggestions.png = png.getvalue()  # (a cell that ends with them shows it again)
+    if path is not None and where is None:
         from pathlib import Path
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=100, bbox_inches='tight')
@@ -308,7 +323,7 @@ def lr_find(learn,
             end_lr: float = 10., # the last
             num_it: int = 100, # optimizer steps in the sweep (fewer if the loss diverges)
             stop_div: bool = True, # stop when the loss diverges
-            show_plot: bool = True, # plot the curve: inline in a notebook, `<path>/lr_find.png` otherwise
+            show_plot: bool = True, # plot the curve: in the notebook (Jupyter, marimo), `<path>/lr_find.png` otherwise
            ) -> SuggestedLRs:
     "Sweep the lr exponentially, then restore everything exactly; return `(valley, steep, minimum)` suggestions."
     refuse_nested(learn.in_fit, 'lr_find')
