@@ -94,6 +94,34 @@ def test_an_interrupted_sharded_fit_resumed_from_its_checkpoint_is_bit_identical
     assert torch.equal(l_resumed, l_ref)  # (the storage came back with the checkpoint: the losses of all 16 steps)
 
 
+def test_resume_auto_continues_a_sharded_fit_from_its_folder(tmp_path):
+    "`fit(..., resume='auto')` with `ShardedTrainer`: the script run again continues from the folder `checkpoints/last`."
+    def run(stop):
+        learn = learner(tmp_path / 'run', [ShardedTrainer()])
+        learn.fit(2, cbs=[StopAt(stop)], resume='auto')  # (the same line each time: StopAt(0) never stops)
+        return learn.step, learn.stop_reason, full_state(learn), losses(learn)
+
+    def other_length():
+        learn = learner(tmp_path / 'run', [ShardedTrainer()])
+        try: learn.fit(3, resume='auto')
+        except RuntimeError as e: return str(e)
+
+    def whole():
+        learn = learner(tmp_path / 'whole', [ShardedTrainer()])
+        learn.fit(2)
+        return full_state(learn), losses(learn)
+
+    first, second, third = launch(run, 2, 5), launch(run, 2, 0), launch(run, 2, 0)
+    refused = launch(other_length, 2)
+    reference, l_ref = launch(whole, 2)
+    assert first[:2] == (5, 'interrupted') and (tmp_path / 'run' / 'checkpoints' / 'last' / '.metadata').is_file()
+    assert second[:2] == (16, 'completed') and third[:2] == (16, 'completed')  # (the third: nothing left to train)
+    assert_same(second[2], reference)  # continued from the folder: bit-identical to a fit never stopped
+    assert torch.equal(second[3], l_ref) and torch.equal(third[3], l_ref)
+    assert_same(third[2], reference)
+    assert "refuses" in refused and "n_epochs=2" in refused and "n_epochs=3" in refused, refused
+
+
 def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_the_epoch_once(tmp_path):
     n, bs = 465, 16  # 2 processes: steps of 32. After 4 steps, 337 are left: with 3 processes, 6 steps of 48, then
     # one of 49 (17, 16 and 16 samples: one more than 7 x 48, and too few to give each process one, the step before

@@ -23,7 +23,8 @@ from .files import atomic_save
 
 # %% auto #0
 __all__ = ['SHARDED_FORMAT', 'n_params', 'default_units', 'shard_units', 'sharded_optimizer', 'ShardedTrainer', 'sharded_state',
-           'rank_state', 'cpu_stager', 'save_sharded', 'check_rank_state', 'check_sharded_keys', 'load_sharded']
+           'rank_state', 'cpu_stager', 'save_sharded', 'check_rank_state', 'saved_learner_state', 'check_sharded_keys',
+           'load_sharded']
 
 # %% ../nbs/16a_sharded.ipynb #c5e7b973
 def n_params(module: nn.Module) -> int:
@@ -234,6 +235,14 @@ def check_rank_state(state, path: Path):
     lacks = [k for k in ('callbacks', 'fit_callbacks', 'storage', 'fit_state', 'rng') if k not in state]
     if lacks: raise CheckpointError(f"{path} has no {', '.join(lacks)}: it is damaged. Load an earlier checkpoint.")
 
+def saved_learner_state(path: Path, # a sharded checkpoint folder
+                        rank: int, # the process that reads it
+                       ) -> dict:
+    "What process `rank` saved in the sharded checkpoint `path` besides the shards (fit state, callbacks...), checked."
+    state = load_checkpoint(_rank_file(Path(path), rank))
+    check_rank_state(state, path)
+    return state
+
 def check_sharded_keys(expected: dict, metadata, path: Path):
     "Raise `CheckpointError` if the model state `expected` and the checkpoint's DCP `metadata` differ in keys or shapes."
     found = {k[len('model.'):]: torch.empty(md.size, device='meta')
@@ -252,8 +261,7 @@ def load_sharded(learn, path: Path, weights_only_model: bool = False):
     metadata = dcp.FileSystemReader(str(path)).read_metadata()
     extras = None
     if not weights_only_model:
-        extras = load_checkpoint(_rank_file(path, rank))
-        check_rank_state(extras, path)
+        extras = saved_learner_state(path, rank)
     with_opt = not weights_only_model and any(k.startswith('optim.') for k in metadata.state_dict_metadata)
     if with_opt: model_sd, optim_sd = get_state_dict(learn.raw_model, learn.opt)  # (the optimizer's state created)
     else: model_sd, optim_sd = get_model_state_dict(learn.raw_model), None

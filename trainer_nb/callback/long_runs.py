@@ -20,16 +20,16 @@ from .checkpoint import PeriodicCheckpoints, SaveOnStop
 from .core import DISPLAY_CALLBACKS, Callback, CancelBatchException
 from .recorder import Recorder, Throughput, WriterCallback
 from .run_record import RunRecord
-from ..checkpoint import (CheckpointError, check_learner_state, load_checkpoint, load_model_state, model_state,
-                          save_learner)
+from ..checkpoint import (CheckpointError, check_learner_state, is_sharded_checkpoint, load_checkpoint,
+                                   load_model_state, model_state, save_learner)
 from ..core import whole_number
 from ..data import loader_len
 from ..state import callback_keys, rng_states, set_rng_states
 from ..trackers import ReportCallback
 
 # %% auto #0
-__all__ = ['EXIT_REQUEUE', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit', 'other_run',
-           'auto_resume', 'long_fit', 'saves_last', 'skipped_spans', 'copied', 'LossSpikes']
+__all__ = ['EXIT_REQUEUE', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit', 'other_fit',
+           'load_if_same_run', 'auto_resume', 'long_fit', 'saves_last', 'skipped_spans', 'copied', 'LossSpikes']
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #85cc1007
 EXIT_REQUEUE = 75  # a script's exit status when running it again continues the fit (EX_TEMPFAIL: "try again later")
@@ -161,11 +161,8 @@ class TimeLimit(Callback):
         return (loader_len(valid) or 1) * max(self.step_times) if valid is not None else 0.
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #7d67b1f8
-def other_run(learn, state: dict, n_epochs, n_steps) -> str | None:
-    "Why checkpoint `state` is not a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start, or None."
-    try: check_learner_state(learn, state)
-    except CheckpointError as e: return f"its model or optimizer differs from this learner's ({e})"
-    fit = state['fit_state']
+def other_fit(learn, fit: dict, n_epochs, n_steps) -> str | None:
+    "Why a checkpoint's fit state `fit` is not a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start, or None."
     if (fit.get('n_epochs'), fit.get('n_steps')) != (n_epochs, n_steps):
         return (f"it is a fit of n_epochs={fit.get('n_epochs')}, n_steps={fit.get('n_steps')}, and this one asks for "
                 f"n_epochs={n_epochs}, n_steps={n_steps}")
@@ -174,21 +171,35 @@ def other_run(learn, state: dict, n_epochs, n_steps) -> str | None:
         return f"its training data has {fit.get('batches_per_epoch')} batches an epoch, this learner's {n}"
     return None
 
+def load_if_same_run(learn, path, n_epochs, n_steps) -> str | None:
+    "Load checkpoint `path` if it is a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start; else why not."
+    differs = "its model or optimizer differs from this learner's ({})"
+    if path.is_dir():  # sharded (`ShardedTrainer`): each process's file holds the fit state, the shards the rest
+        from trainer_nb.sharded import saved_learner_state
+        reason = other_fit(learn, saved_learner_state(path, learn.rank)['fit_state'], n_epochs, n_steps)
+        if reason is not None: return reason
+        try: learn.load(path)  # (it checks the shards' names and shapes before it loads any)
+        except CheckpointError as e: return differs.format(e)
+        return None
+    state = load_checkpoint(path)
+    try: check_learner_state(learn, state)
+    except CheckpointError as e: return differs.format(e)
+    reason = other_fit(learn, state['fit_state'], n_epochs, n_steps)
+    if reason is None: learn.load_state_dict(state)
+    return reason
+
 def auto_resume(learn, n_epochs=None, n_steps=None) -> str:
     "For `fit(..., resume='auto')`: load `last` if it is a stop of this run: 'resume', 'completed' (nothing left), or 'fresh' (no `last`)."
-    path = learn.checkpoint_path('last')
-    if not path.exists():
-        if learn.rank == 0: print(f"trainer_nb: no {path.relative_to(learn.path)} yet: starting the fit", flush=True)
+    folder = learn.path / 'checkpoints'
+    path = next((p for p in (folder / 'last.pt', folder / 'last') if p.is_file() or is_sharded_checkpoint(p)), None)
+    if path is None:  # (the folder of a sharded fit, `ShardedTrainer`, counts once complete)
+        where = learn.checkpoint_path('last').relative_to(learn.path)
+        if learn.rank == 0: print(f"trainer_nb: no {where} yet: starting the fit", flush=True)
         return 'fresh'
-    if path.is_dir():
-        raise NotImplementedError(f"resume='auto' reads one-file checkpoints; {path} is sharded: load it with "
-                                  "learn.load('last') and call learn.resume().")
-    state = load_checkpoint(path)
-    reason = other_run(learn, state, n_epochs, n_steps)
+    reason = load_if_same_run(learn, path, n_epochs, n_steps)
     if reason is not None:
         raise RuntimeError(f"resume='auto' refuses {path}: {reason}. It is another run's: give this run its own "
                            f"folder (Learner(..., path=...)), or delete {path} to start afresh.")
-    learn.load_state_dict(state)
     fit = learn.fit_state
     if fit.stop_reason == 'completed' or fit.done:
         if learn.rank == 0: print(f"trainer_nb: {path.relative_to(learn.path)} is the end of this fit: nothing left "
