@@ -159,11 +159,12 @@ def test_resume_auto_starts_continues_or_refuses(tmp_path):
 
 
 class ScaleBatch(LambdaCallback):
-    "Scales the inputs of the training batches of `steps` (the first time each comes) by `scale`: the loss blows up."
-    def __init__(self, steps, scale=1e4):
+    """Scales the inputs of the training batches of `steps` (the first time each comes) by `scale`: the loss blows up
+    (in process `rank` only, if given: known once the fit has started)."""
+    def __init__(self, steps, scale=1e4, rank=None):
         done = set()
         def before_batch(learn):
-            if learn.training and learn.step in steps and learn.step not in done:
+            if learn.training and learn.step in steps and learn.step not in done and rank in (None, learn.rank):
                 done.add(learn.step)
                 learn.xb = (learn.xb[0] * scale,)
         super().__init__(before_batch=before_batch)
@@ -205,3 +206,28 @@ def test_a_spike_at_every_step_stops_after_the_rollbacks_allowed(tmp_path):
     assert learn.step == 8  # the weights before the spike that stopped it: good ones
     assert [r['skipped'][0]['first'] for r in learn.loss_spikes.rollbacks] == [5, 9, 13]  # (each time, from the kept step 5)
     assert all(torch.isfinite(p).all() for p in learn.model.parameters())
+
+
+def test_a_loss_spike_in_one_process_rolls_every_process_back_together(tmp_path):
+    """Two processes (DistributedTrainer): a spike that one of them sees rolls both back to the same kept step and
+    skips the same batches, so their weights stay the same; and whichever process saw it, the fit ends the same."""
+    from trainer_nb.callback.long_runs import LossSpikes
+    from trainer_nb.distributed import DistributedTrainer, launch
+
+    def run(spiking_rank):
+        learn = digits_learner(path=tmp_path / f'spike_on_{spiking_rank}', progress=False, device='cpu',
+                               cbs=[DistributedTrainer(), LossSpikes(window=5, keep_every=5)])
+        learn.fit(2, cbs=ScaleBatch({7}, rank=spiking_rank))
+        mine = (learn.rank, learn.stop_reason, learn.step, learn.loss_spikes.rollbacks, weights(learn.model))
+        both = [None, None]
+        torch.distributed.all_gather_object(both, mine)  # (launch returns process 0's result: it holds both)
+        return both
+
+    on_1, on_0 = launch(run, 2, 1), launch(run, 2, 0)
+    for results in (on_1, on_0):
+        (r0, stop0, step0, rb0, w0), (r1, stop1, step1, rb1, w1) = results
+        assert (r0, r1, stop0, stop1) == (0, 1, 'completed', 'completed')
+        assert [(r['step'], r['to_step'], r['skipped']) for r in rb0] == [(7, 5, [{'epoch': 0, 'first': 5, 'last': 7}])]
+        assert [(r['step'], r['to_step'], r['skipped']) for r in rb1] == [(r['step'], r['to_step'], r['skipped']) for r in rb0]
+        assert step0 == step1 and w0 == w1  # (the process that saw no spike rolled back too)
+    assert on_1[0][4] == on_0[0][4]  # the same end, whichever process saw the spike
