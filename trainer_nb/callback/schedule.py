@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import html
 import math
-from collections import namedtuple
+from dataclasses import dataclass, field
 
 import torch
 
@@ -212,9 +212,16 @@ class TorchScheduler(Callback):
         else: self._load(state['scheduler'])
 
 # %% ../../nbs/07_callback.schedule.ipynb #1a454ce2
-class SuggestedLRs(namedtuple('SuggestedLRs', ['valley', 'steep', 'minimum'])):
-    "The lr finder's three suggestions; under marimo, shown with the plot they come from when a cell ends with them."
-    png: bytes | None = None  # that plot, as `plot_lr_find` showed it under marimo (None elsewhere)
+@dataclass
+class SuggestedLRs:
+    "The lr finder's three suggestions, which unpack as fastai's do: `valley, steep, minimum = learn.lr_find()`."
+    valley: float  # two thirds down the longest descent of the loss: the usual choice
+    steep: float  # where the loss falls fastest
+    minimum: float  # a tenth of the lr of the lowest loss
+    png: bytes | None = field(default=None, init=False, repr=False, compare=False)  # the plot, as marimo showed it
+
+    def __iter__(self): return iter((self.valley, self.steep, self.minimum))
+    def __getitem__(self, i): return tuple(self)[i]
 
     def _display_(self):
         "marimo's display protocol: a cell's value replaces what the cell showed, so the plot is shown again with it."
@@ -297,7 +304,7 @@ def plot_lr_find(lrs: list, losses: list, suggestions: SuggestedLRs | None = Non
     ax.plot(lrs, losses)
     ax.set_xscale('log'); ax.set_xlabel('learning rate'); ax.set_ylabel('smoothed loss')
     if suggestions is not None:
-        for (name, lr), marker in zip(suggestions._asdict().items(), 'osv'):
+        for name, lr, marker in zip(('valley', 'steep', 'minimum'), suggestions, 'osv'):
             i = min(range(len(lrs)), key=lambda k: abs(math.log(lrs[k]) - math.log(lr)))
             ax.plot(lrs[i], losses[i], marker, label=f"{name}: {lr:.2e}")
         ax.legend()
