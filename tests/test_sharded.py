@@ -122,6 +122,25 @@ def test_resume_auto_continues_a_sharded_fit_from_its_folder(tmp_path):
     assert "refuses" in refused and "n_epochs=2" in refused and "n_epochs=3" in refused, refused
 
 
+def test_a_sharded_checkpoint_keeps_the_loading_optimizers_fused_step(tmp_path):
+    """Saved where AdamW was not fused (the CPU), loaded where it is (a GPU's default): the loading optimizer keeps
+    its fused step, as a one-file load does (`load_optimizer_state`); the checkpoint's `fused=None` turned it off."""
+    from functools import partial
+
+    def save():
+        learn = learner(tmp_path, [ShardedTrainer()])
+        learn.fit(n_steps=3)
+        learn.save('unfused')
+        return learn.opt.param_groups[0].get('fused')
+
+    assert not launch(save, 2)
+    fused = learner(tmp_path, opt_func=partial(torch.optim.AdamW, fused=True)).load('unfused')
+    assert fused.opt.param_groups[0]['fused'] is True
+    assert fused.step == 3 and fused.opt.state  # (the rest of the state did come over)
+    fused.fit(n_steps=2)
+    assert fused.stop_reason == 'completed'
+
+
 def test_a_checkpoint_of_2_processes_loads_into_1_2_and_3_and_3_see_the_rest_of_the_epoch_once(tmp_path):
     n, bs = 465, 16  # 2 processes: steps of 32. After 4 steps, 337 are left: with 3 processes, 6 steps of 48, then
     # one of 49 (17, 16 and 16 samples: one more than 7 x 48, and too few to give each process one, the step before

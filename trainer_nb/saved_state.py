@@ -16,7 +16,7 @@ import torch
 # %% auto #0
 __all__ = ['IMPLEMENTATION', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
            'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state',
-           'load_optimizer_state']
+           'own_implementation', 'load_optimizer_state']
 
 # %% ../nbs/05a_saved_state.ipynb #e81776bf
 class CheckpointError(RuntimeError):
@@ -181,8 +181,11 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
 # %% ../nbs/05a_saved_state.ipynb #d5098f54
 IMPLEMENTATION = ('fused', 'foreach', 'capturable', 'differentiable')  # how an optimizer computes, not what it learned
 
+def own_implementation(opt: torch.optim.Optimizer, saved_groups: list) -> list:
+    "`saved_groups` (an optimizer state's `param_groups`) with `opt`'s own `IMPLEMENTATION` settings, group by group."
+    own = [{k: group[k] for k in IMPLEMENTATION if k in group} for group in opt.param_groups]
+    return [{**saved_group, **settings} for saved_group, settings in zip(saved_groups, own)]
+
 def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
     "Load `saved` (an optimizer's `state_dict`) into `opt`, keeping `opt`'s own `IMPLEMENTATION` settings."
-    own = [{k: group[k] for k in IMPLEMENTATION if k in group} for group in opt.param_groups]
-    groups = [{**saved_group, **settings} for saved_group, settings in zip(saved['param_groups'], own)]
-    opt.load_state_dict({**saved, 'param_groups': groups})  # (torch places each state by the groups it loads)
+    opt.load_state_dict({**saved, 'param_groups': own_implementation(opt, saved['param_groups'])})  # (see above)

@@ -19,6 +19,7 @@ from .callback.core import Callback
 from .checkpoint import (BackgroundSave, CheckpointError, check_state_keys, checkpoint_io, learner_extras,
                                    load_checkpoint, publish, restore_extras, wait_for_save)
 from .distributed import join_processes, share_random_states
+from .saved_state import own_implementation
 from .files import atomic_save
 
 # %% auto #0
@@ -271,6 +272,8 @@ def load_sharded(learn, path: Path, weights_only_model: bool = False):
         warnings.filterwarnings('ignore', message='.*(single process|process group).*')
         dcp.load(state, checkpoint_id=str(path))
     if optim_sd is None: set_model_state_dict(learn.raw_model, state['model'])
-    else: set_state_dict(learn.raw_model, learn.opt, model_state_dict=state['model'], optim_state_dict=state['optim'])
+    else:  # (this optimizer's fused or foreach step stays, as in a one-file load: see `load_optimizer_state`)
+        state['optim']['param_groups'] = own_implementation(learn.opt, state['optim']['param_groups'])
+        set_state_dict(learn.raw_model, learn.opt, model_state_dict=state['model'], optim_state_dict=state['optim'])
     if extras is not None: restore_extras(learn, extras)
     return learn
