@@ -3,7 +3,8 @@ OOM, `learn.to('cpu')` freeing the GPU and an exact resume after `learn.to('cuda
 loads on the GPU, and `learn.load` onto a CUDA learner.
 
 All are marked `cuda` and skipped where torch sees no GPU (here, and in CI). On a GPU machine:
-`python -m pytest -m cuda tests -q`, or `bash bench/gpu_check.sh`, which runs them and then bench/gpu_bench.py.
+`python -m pytest tests/test_cuda.py -q`, or `bash bench/gpu_check.sh` (these, then the GPU benchmarks), or
+`bash bench/gpu_check.sh tests` (these alone).
 The out-of-memory tests fill the GPU on purpose: run them on a GPU nothing else uses.
 """
 import contextlib
