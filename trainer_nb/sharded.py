@@ -19,8 +19,8 @@ from .callback.core import Callback
 from .checkpoint import (BackgroundSave, CheckpointError, check_state_keys, checkpoint_io, learner_extras,
                                    load_checkpoint, publish, restore_extras, wait_for_save)
 from .distributed import join_processes, share_random_states
-from .saved_state import own_implementation
 from .files import atomic_save
+from .saved_state import own_implementation
 
 # %% auto #0
 __all__ = ['SHARDED_FORMAT', 'n_params', 'default_units', 'shard_units', 'sharded_optimizer', 'ShardedTrainer', 'sharded_state',

@@ -313,10 +313,10 @@ def plot_lr_find(lrs: list, losses: list, suggestions: SuggestedLRs | None = Non
         display(fig)
     elif where == 'marimo':  # (marimo shows only what a cell returns or puts in its output: the PNG, in the output)
         from io import BytesIO
-        png = BytesIO()
-        fig.savefig(png, format='png', dpi=100, bbox_inches='tight')
-        output_area('marimo').png(png.getvalue(), alt='lr_find')
-        if suggestions is not None: suggestions.png = png.getvalue()  # (a cell that ends with them shows it again)
+        out = BytesIO()
+        fig.savefig(out, format='png', dpi=100, bbox_inches='tight')
+        output_area('marimo').png(out.getvalue(), alt='lr_find')
+        if suggestions is not None: suggestions.png = out.getvalue()  # (a cell that ends with them shows it again)
     if path is not None and where is None:
         from pathlib import Path
         Path(path).parent.mkdir(parents=True, exist_ok=True)
