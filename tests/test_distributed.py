@@ -15,7 +15,7 @@ from trainer_nb.callback.core import Callback, CancelBackwardException
 from trainer_nb.callback.training import GradientAccumulation
 from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.demo import digits_datasets, digits_model
-from trainer_nb.distributed import DistributedTrainer, launch
+from trainer_nb.distributed import DistributedTrainer, TorchDistributed, launch
 from trainer_nb.parts import nan_guard_for
 from trainer_nb.learner import Learner
 from trainer_nb.metrics import accuracy
@@ -127,6 +127,35 @@ def test_an_interrupt_in_one_process_stops_both_at_the_same_step_and_resume_cont
     _, reference = launch(train, 2, False)
     assert resumed.stop_reason == 'completed' and resumed.step == reference.step == 46
     for a, b in zip(resumed.model.parameters(), reference.model.parameters()): assert torch.equal(a, b)
+
+
+def test_the_processes_agree_on_one_message_and_fail_clearly_when_out_of_step(tmp_path):
+    "`comm.agree`: each field of the `BatchMessage`s agreed over both processes; processes at different points fail."
+    from trainer_nb.core import BatchMessage
+
+    def run():
+        learn = digits_learner(tmp_path, bs=32)
+        learn.set_comm(TorchDistributed())
+        rank = learn.rank
+        said = [BatchMessage('backward', nonfinite=rank == 1),
+                BatchMessage('backward', out_of_memory=rank == 0),
+                BatchMessage('boundary', stop='cancelled' if rank == 0 else 'interrupted',
+                             requests=[('save', 'now')] if rank == 0 else []),
+                BatchMessage('boundary')]
+        agreed = [learn.comm.agree(m) for m in said]
+        try: learn.comm.agree(BatchMessage('backward' if rank == 0 else 'boundary'))  # (out of step)
+        except RuntimeError as e: error = str(e)
+        else: error = None
+        (tmp_path / f'agreed{rank}.txt').write_text(f'{agreed!r}\n{error}')
+        return agreed, error, learn.comm.step_times
+
+    agreed, error, step_times = launch(run, 2, timeout=30)
+    assert agreed == [BatchMessage('backward', nonfinite=True), BatchMessage('backward', out_of_memory=True),
+                      BatchMessage('boundary', stop='interrupted', requests=[('save', 'now')]), BatchMessage('boundary')]
+    assert 'the processes are out of step: this one is at the backward meeting' in error
+    assert step_times is not None and {step_times[1], step_times[3]} <= {0, 1}  # (the slowest and fastest process)
+    agreed1, error1 = (tmp_path / 'agreed1.txt').read_text().split('\n', 1)
+    assert agreed1 == repr(agreed) and 'this one is at the boundary meeting' in error1
 
 
 def test_a_stop_asked_for_in_one_process_during_a_requested_validation_stops_all_together(tmp_path):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import threading
 
+from .core import BatchMessage
+
 # %% auto #0
 __all__ = ['check_stop_reason', 'Controls']
 
@@ -115,11 +117,12 @@ class Controls:
                    ) -> str | None:
         "At a batch boundary: carry out the requests made since the last one; then the stop all processes agree on, or None."
         requests = self.take() if self.waiting else []
-        stop, requests = comm.at_boundary(self.stop_kind, requests)
+        agreed = comm.agree(BatchMessage('boundary', stop=self.stop_kind, requests=requests))
+        stop, requests = agreed.stop, agreed.requests
         if requests:  # (rare) every process carries them out, then all agree again: a request may ask for a stop
             self.pending = list(requests)  # each leaves it as it takes effect (a stop may leave some)
             for kind, value in requests: self.took_effect(kind, value, state.step, storage, carry_out(kind, value))
-            stop, _ = comm.at_boundary(self.stop_kind, [])
+            stop = comm.agree(BatchMessage('boundary', stop=self.stop_kind)).stop
         # only what all agreed; with several processes, mid-accumulation, an interrupt or Stop waits for the step
         if not stop or (state.batches_since_step and not comm.stops_mid_accumulation and stop != 'nonfinite'): return None
         self.stop_kind = stop  # (the strongest of all processes' stops)

@@ -14,13 +14,15 @@ import sys
 import threading
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 
 # %% auto #0
-__all__ = ['STOP_KINDS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model', 'find_bs', 'is_whole',
-           'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook', 'import_in_background',
-           'add_note', 'stop_message', 'DeferredInterrupt', 'HeldContext', 'SingleProcess']
+__all__ = ['STOP_KINDS', 'MEETING_POINTS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model',
+           'find_bs', 'is_whole', 'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook',
+           'import_in_background', 'add_note', 'stop_message', 'DeferredInterrupt', 'HeldContext', 'BatchMessage',
+           'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -197,6 +199,16 @@ class HeldContext:
 
 # %% ../nbs/00_core.ipynb #fb16f1f9
 STOP_KINDS = ('cancelled', 'time_limit', 'interrupted', 'preempted', 'loss_spike', 'nonfinite')  # the stops processes agree on, the strongest last
+MEETING_POINTS = ('backward', 'boundary')  # where the processes agree in a training batch: before its backward pass, after its step
+
+@dataclass(slots=True)
+class BatchMessage:
+    "What a process tells the others at a meeting point of a training batch; from `comm.agree`, what all of them agreed on."
+    point: str  # one of `MEETING_POINTS`
+    stop: str | None = None  # boundary: the stop this process asks for (one of `STOP_KINDS`); agreed: the strongest
+    requests: list = field(default_factory=list)  # boundary: requests of `learn.controls`; agreed: those of process 0
+    nonfinite: bool = False  # backward: this process's loss is NaN or inf; agreed: some process's is
+    out_of_memory: bool = False  # backward: this process ran out of memory in the batch; agreed: some process did
 
 class SingleProcess:
     "The communicator of a learner that trains in one process: every collective operation returns its input."
@@ -217,10 +229,6 @@ class SingleProcess:
         "Whether `flag` is true in any process: here, `flag`."
         return flag
 
-    def worst(self, code: int) -> int:
-        "The largest of all processes' `code`s (the NaN guard's: 0 fine, 1 not finite, 2 out of memory): here, `code`."
-        return code
-
-    def at_boundary(self, stop: str | None, requests: list) -> tuple[str | None, list]:
-        "At a batch boundary: the strongest stop of all processes (None: go on), and process 0's requests; here, as given."
-        return stop, requests
+    def agree(self, message: BatchMessage) -> BatchMessage:
+        "What all processes agree on at a meeting point of a training batch (see `BatchMessage`): here, `message`."
+        return message

@@ -14,7 +14,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .callback.core import Callback
-from .core import STOP_KINDS, HeldContext
+from .core import MEETING_POINTS, STOP_KINDS, BatchMessage, HeldContext
 from .data import shard_loaders
 from .launch import (WorkerFailed, Workers, _dumps, default_backend, free_port, gathered_preds, launch,
                                on_all_processes)  # (the launcher's: also importable from here)
@@ -53,29 +53,39 @@ class TorchDistributed:
         "Each of `values` averaged over all processes."
         return [v / self.world_size for v in self.all_reduce_sum(values)]
 
-    def worst(self, code: int) -> int:
-        "The largest of all processes' `code`s (one small collective: the NaN guard's, before each backward)."
-        return int(self._reduce(torch.tensor([float(code)], device=self.device), dist.ReduceOp.MAX)[0])
-
     def any(self, flag: bool) -> bool:
         "Whether `flag` is true in any process (one small collective)."
         return bool(self._reduce(torch.tensor([float(flag)], device=self.device), dist.ReduceOp.MAX)[0])
 
-    def at_boundary(self, stop: str | None, requests: list) -> tuple[str | None, list]:
-        "The strongest stop of all processes (None: go on; see `STOP_KINDS`), and process 0's control requests."
-        code = 0 if stop is None else STOP_KINDS.index(stop) + 1
+    def agree(self, message: BatchMessage) -> BatchMessage:
+        "What all processes agree on at a meeting point of a training batch (one small collective; see `BatchMessage`)."
+        point = MEETING_POINTS.index(message.point)
+        stop = 0 if message.stop is None else STOP_KINDS.index(message.stop) + 1
         busy = 0. if self._since is None else max(0., time.perf_counter() - self._since - self._waited)
-        mine = round(busy * 1e6) * 1024 + self.rank  # this process's step time (us), and who it is
-        t = torch.tensor([code, bool(requests), mine, -mine], dtype=torch.float64, device=self.device)
-        code, shared, slowest, fastest = (int(v) for v in self._reduce(t, dist.ReduceOp.MAX))  # MAX, and MIN as -MAX(-x)
-        if self._since is not None:
-            self.step_times = (slowest // 1024 / 1e6, slowest % 1024, -fastest // 1024 / 1e6, -fastest % 1024)
-        self._since, self._waited = time.perf_counter(), 0.
+        mine = round(busy * 1e6) * 1024 + self.rank  # this process's time at work since the last boundary (us), and who it is
+        sent = [point, -point, stop, bool(message.requests), message.nonfinite, message.out_of_memory, mine, -mine]
+        t = torch.tensor(sent, dtype=torch.float64, device=self.device)
+        highest, lowest, stop, shared, nonfinite, oom, slowest, fastest = (  # MAX, and MIN as -MAX(-x)
+            int(v) for v in self._reduce(t, dist.ReduceOp.MAX))
+        if highest != -lowest: raise RuntimeError(_out_of_step(message.point))
+        requests = message.requests
         if shared:  # rare: someone pressed a button
             box = [requests if self.rank == 0 else None]
             dist.broadcast_object_list(box, src=0)
             requests = box[0]
-        return (STOP_KINDS[code - 1] if code else None), requests
+        if message.point == 'boundary':
+            if self._since is not None:
+                self.step_times = (slowest // 1024 / 1e6, slowest % 1024, -fastest // 1024 / 1e6, -fastest % 1024)
+            self._since, self._waited = time.perf_counter(), 0.
+        return BatchMessage(message.point, STOP_KINDS[stop - 1] if stop else None, requests, bool(nonfinite), bool(oom))
+
+def _out_of_step(point: str) -> str:
+    "The error of processes that met at different points of a batch: this one at `point`."
+    return (f"trainer_nb: the processes are out of step: this one is at the {point} meeting of a training batch "
+            f"({'before its backward pass' if point == 'backward' else 'its boundary, after the step'}), another at "
+            "the other one. Something made one process skip a meeting or add a collective call that the others did "
+            "not make: a callback that calls learn.comm (or torch.distributed) in some processes only, or that "
+            "cancels a batch in one process only. Make it do the same in every process.")
 
 # %% ../nbs/16_distributed.ipynb #6a189531
 def set_comm(learn, comm):

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from .callback.core import CancelFitException
-from .core import add_note
-from .parts import OUT_OF_MEMORY, PEER_OUT_OF_MEMORY, batch_size
+from .core import BatchMessage, add_note
+from .parts import PEER_OUT_OF_MEMORY, batch_size
 from .state import fit_position
 
 # %% auto #0
@@ -97,7 +97,7 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
 # %% ../nbs/03e_out_of_memory.ipynb #b1e0d7a3
 _CANNOT_UNDO = ("(out of memory where the fit cannot undo the batch: in the optimizer step or after it, in a backward pass "
                 "that added to gradients accumulated before it, or, with several processes, once they exchange "
-                "gradients (or with nan_guard=False, whose collective tells the others). Load the last checkpoint "
+                "gradients (or with nan_guard=False, whose meeting before backward tells the others). Load the last checkpoint "
                 "(learn.load('last')), then resume with MicroBatches or a smaller batch.)")
 
 class OutOfMemory:
@@ -124,8 +124,8 @@ class OutOfMemory:
         comm = learn.comm
         self.start.take(learn.fit_state)
         while (error := self.attempt(phase, comm.undoes_alone or learn.guard.on)) is not None:
-            if not comm.undoes_alone and error != PEER_OUT_OF_MEMORY:  # the others wait in the guard's collective:
-                comm.worst(OUT_OF_MEMORY)                               # they undo the batch too (`PeerOutOfMemory`)
+            if not comm.undoes_alone and error != PEER_OUT_OF_MEMORY:  # the others wait at the meeting before backward:
+                comm.agree(BatchMessage('backward', out_of_memory=True))  # they undo the batch too (`PeerOutOfMemory`)
             self.undo(learn, batch, learn.data_time)
             if not self.retries(): self.stop_before(learn, error, batch, n_samples)
 

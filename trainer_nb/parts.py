@@ -12,15 +12,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .core import find_bs, unwrap_model
+from .core import BatchMessage, find_bs, unwrap_model
 
 # %% auto #0
-__all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'OUT_OF_MEMORY', 'PEER_OUT_OF_MEMORY', 'check_run_folder',
-           'check_lr', 'check_device', 'check_parts', 'compiled', 'check_target_key', 'make_optimizer',
-           'check_metrics_loaders', 'refuse_nested', 'split_batch', 'call_model', 'batch_size', 'check_loss',
-           'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'predictions',
-           'describe_output', 'set_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory',
-           'NanGuard', 'nan_guard_for']
+__all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'check_lr', 'check_device',
+           'check_parts', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders', 'refuse_nested',
+           'split_batch', 'call_model', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field',
+           'is_loss_dict', 'model_loss', 'predictions', 'describe_output', 'set_lr', 'scaled_step', 'skips_on_device',
+           'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -228,11 +227,10 @@ def nonfinite_message(state, loss=None) -> str:
             "Learner(..., nan_guard=False) turns this check off.")
 
 # %% ../nbs/03d_parts.ipynb #f82d352f
-OUT_OF_MEMORY = 2  # the code a process that ran out of memory sends in the guard's collective (see `Learner`)
 PEER_OUT_OF_MEMORY = "Another process ran out of memory in this batch."
 
 class PeerOutOfMemory(torch.OutOfMemoryError):
-    "Raised by the guard's collective in each process that did not run out of memory when another did: all undo the batch."
+    "Raised by the NaN guard in each process that did not run out of memory when another did (it said so before backward): all undo the batch."
 
 class NanGuard:
     "Watch each training loss for NaN or inf and keep its update off the weights: at once, or deferred (no host sync)."
@@ -276,9 +274,9 @@ class NanGuard:
     def stops(self, loss: torch.Tensor | None, comm, state) -> bool:
         "Whether the fit stops before the update of this batch: its `loss`, or another process's, is NaN or inf (says where)."
         if loss is None or not self.on: return False
-        code = comm.worst(int(self.nonfinite(loss)))  # (with several processes, another's out-of-memory error too)
-        if code == OUT_OF_MEMORY: raise PeerOutOfMemory(PEER_OUT_OF_MEMORY)
-        if not code: return False
+        agreed = comm.agree(BatchMessage('backward', nonfinite=self.nonfinite(loss)))  # (the processes' meeting before backward)
+        if agreed.out_of_memory: raise PeerOutOfMemory(PEER_OUT_OF_MEMORY)  # (another process's: see `oom`)
+        if not agreed.nonfinite: return False
         print(nonfinite_message(state, None if math.isfinite(loss.item()) else loss), flush=True)  # (None: another's)
         return True
 
