@@ -97,8 +97,8 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
 # %% ../nbs/03e_out_of_memory.ipynb #b1e0d7a3
 _CANNOT_UNDO = ("(out of memory where the fit cannot undo the batch: in the optimizer step or after it, in a backward pass "
                 "that added to gradients accumulated before it, or, with several processes, once they exchange "
-                "gradients (or with nan_guard=False, whose meeting before backward tells the others). Load the last checkpoint "
-                "(learn.load('last')), then resume with MicroBatches or a smaller batch.)")
+                "gradients, or with nan_guard=False (the NaN guard's meeting before backward is what tells them). "
+                "Load the last checkpoint (learn.load('last')), then resume with MicroBatches or a smaller batch.)")
 
 class OutOfMemory:
     "A fit's handling of out-of-memory errors in its batches: the undo of a training batch, a retry if offered, the stop."
