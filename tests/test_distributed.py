@@ -1,5 +1,6 @@
 """Data-parallel training on torch.distributed: 2 processes with gloo on the CPU (process 0 is this test's own
 process, process 1 is forked by `launch`)."""
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from trainer_nb.callback.core import Callback, CancelBackwardException
+from trainer_nb.callback.core import Callback, CancelBackwardException, CancelBatchException
 from trainer_nb.callback.training import GradientAccumulation
 from trainer_nb.callback.checkpoint import CheckpointCallback
 from trainer_nb.demo import digits_datasets, digits_model
@@ -156,6 +157,26 @@ def test_the_processes_agree_on_one_message_and_fail_clearly_when_out_of_step(tm
     assert step_times is not None and {step_times[1], step_times[3]} <= {0, 1}  # (the slowest and fastest process)
     agreed1, error1 = (tmp_path / 'agreed1.txt').read_text().split('\n', 1)
     assert agreed1 == repr(agreed) and 'this one is at the boundary meeting' in error1
+
+
+def test_a_batch_cancelled_in_one_process_only_fails_clearly_in_both(tmp_path):
+    "Process 1 cancels a batch that process 0 trains: they meet at different points, and both say so (no hang, no mix)."
+    class CancelInProcess1(Callback):
+        def before_batch(self):
+            if self.learn.training and self.learn.rank == 1 and self.learn.step == 3: raise CancelBatchException
+
+    def train():
+        learn = digits_learner(tmp_path, bs=32, cbs=[DistributedTrainer(timeout=30), CancelInProcess1()])
+        try: learn.fit(1)
+        except RuntimeError as e: error = str(e)
+        else: error = None
+        (tmp_path / f'error{learn.rank}.json').write_text(json.dumps([error, learn.step]))
+        return error, learn.step
+
+    error, step = launch(train, 2, timeout=30)
+    assert 'the processes are out of step: this one is at the backward meeting' in error and step == 3
+    error1, step1 = json.loads((tmp_path / 'error1.json').read_text())
+    assert 'this one is at the boundary meeting' in error1 and step1 == 3
 
 
 def test_a_stop_asked_for_in_one_process_during_a_requested_validation_stops_all_together(tmp_path):
