@@ -1,6 +1,6 @@
-"""Checks on a real CUDA GPU (issue 33): an out-of-memory stop and its resume, `MicroBatches('auto')` after a real
-OOM, `learn.to('cpu')` freeing the GPU and an exact resume after `learn.to('cuda')`, a small LoRA checkpoint that
-loads on the GPU, and `learn.load` onto a CUDA learner.
+"""Checks on a real CUDA GPU (issue 33): an out-of-memory stop and its resume (with batch-norm statistics put back),
+the deferred NaN guard, `MicroBatches('auto')` after a real OOM, `learn.to('cpu')` freeing the GPU and an exact
+resume after `learn.to('cuda')`, a small LoRA checkpoint that loads on the GPU, and `learn.load` onto a CUDA learner.
 
 All are marked `cuda` and skipped where torch sees no GPU (here, and in CI). On a GPU machine:
 `python -m pytest tests/test_cuda.py -q`, or `bash bench/gpu_check.sh` (these, then the GPU benchmarks), or
@@ -148,6 +148,50 @@ def test_out_of_memory_resume_is_exact(tmp_path):
     filler.release()
     learn.resume()
     assert same_weights(cpu_weights(learn.model), reference), "resumed after an OOM: not the uninterrupted fit's weights"
+
+
+def test_out_of_memory_undoes_the_batch_norm_statistics(tmp_path):
+    "A batch-norm layer runs before the OOM: the undo puts its statistics back (one copy a dtype), and resume is exact."
+    def bn_learner(path):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.BatchNorm1d(64), nn.Linear(64, BIG_HIDDEN), nn.ReLU(), nn.Dropout(0.3),
+                              nn.Linear(BIG_HIDDEN, 10))
+        return learner(path, model, data(n=8 * BIG_BS, bs=BIG_BS))
+
+    whole = bn_learner(tmp_path / 'whole')
+    whole.fit(1)
+    reference = cpu_weights(whole.model)
+    del whole
+    gc.collect()
+    torch.cuda.empty_cache()
+    filler = Filler()
+    learn = bn_learner(tmp_path / 'run')
+    stats = {}
+    keep = LambdaCallback(before_batch=lambda learn: stats.update(cpu_weights(learn.model[0])) if learn.training else None)
+    with contextlib.suppress(torch.OutOfMemoryError):
+        learn.fit(1, cbs=[keep, fill_at(filler, 3, LEAVE)])
+    assert learn.stop_reason == 'out_of_memory', learn.stop_reason
+    assert same_weights(cpu_weights(learn.model[0]), stats), "the batch-norm statistics of the undone batch were kept"
+    filler.release()
+    learn.resume()
+    assert same_weights(cpu_weights(learn.model), reference), "resumed after an OOM: not the uninterrupted fit's weights"
+
+
+def test_a_nan_loss_on_the_gpu_leaves_the_last_good_step(tmp_path):
+    "The deferred NaN guard (the default on CUDA with the fused AdamW): no host sync, and the steps from the NaN on are skipped."
+    after_3 = {}
+    def poison(learn):  # the loss of the batch that would make step 4
+        if learn.training and learn.step == 3: learn.loss = learn.loss_grad = learn.loss * float('nan')
+    def keep(learn):
+        if learn.step == 3: after_3.update(cpu_weights(learn.model))
+    learn = learner(tmp_path)
+    learn.fit(2, cbs=[LambdaCallback(after_loss=poison, after_step=keep)])
+    assert learn.guard.deferred, "on CUDA, with the fused AdamW, the default guard should be the deferred one"
+    assert learn.stop_reason == 'nonfinite', learn.stop_reason
+    assert same_weights(cpu_weights(learn.model), after_3), "a step after the NaN changed the weights"
+    steps = {float(s['step']) for s in learn.opt.state.values()}
+    assert steps == {3.0}, steps  # (the fused step took its count back for each skipped step)
+    assert learn.step <= 6, learn.step  # (the host learns of it a step or two later)
 
 
 # ---- (2) MicroBatches('auto') splits a batch too large as a whole, after a real OOM, and goes on

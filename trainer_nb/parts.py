@@ -243,24 +243,27 @@ class NanGuard:
             raise ValueError(f"nan_guard='deferred' needs an optimizer that can skip a step on the device, such as "
                              f"torch.optim.AdamW(..., fused=True); {type(opt).__name__} cannot.")
         self.opt, self.deferred, self.on = opt, deferred, on
-        self.bad = None   # deferred: on the device, True once a loss was not finite (the steps from then on are skipped)
-        self._host = self._event = None  # deferred: a copy of `bad` on the host, and the event that says it arrived
+        self.flag = None  # deferred: on the device, 1.0 once a loss was not finite (the steps from then on are skipped)
+        self._host = self._event = None  # deferred: a copy of `flag` on the host, and the event that says it arrived
 
     def nonfinite(self, loss: torch.Tensor) -> bool:
         "Whether `loss` is known now to be NaN or inf (skip its update). Deferred: False, and the step skips itself."
         if not self.deferred: return not math.isfinite(loss.item())
-        bad = ~torch.isfinite(loss.detach())
-        self.bad = bad if self.bad is None else self.bad | bad
-        self.opt.found_inf = self.bad.float()  # read by the fused step: an update with found_inf=1 is not applied
-        if bad.device.type != 'cuda': self._host = self.bad  # (on the CPU reading it costs nothing)
+        value = loss.detach()
+        if self.flag is None: self.flag = torch.zeros((), device=value.device)  # (float: what the fused step reads)
+        # `value - value` is NaN exactly when `value` is NaN or inf: 3 kernels with the `or`, where `isfinite`, `not`, `or`
+        # and a float copy of the flag were 7; each is host time that a small model's step waits for (`bench/gpu_host_profile.py`)
+        self.flag.logical_or_((value - value).isnan())
+        self.opt.found_inf = self.flag  # read by the fused step: an update with found_inf=1 is not applied
+        if value.device.type != 'cuda': self._host = self.flag  # (on the CPU reading it costs nothing)
         else: self._copy_to_host()
         return False
 
     def _copy_to_host(self):
         if self._host is None:
-            self._host = torch.zeros((), dtype=torch.bool).pin_memory()
+            self._host = torch.zeros(()).pin_memory()
             self._event = torch.cuda.Event()
-        self._host.copy_(self.bad, non_blocking=True)
+        self._host.copy_(self.flag, non_blocking=True)
         self._event.record()
 
     def seen(self, wait: bool = False) -> bool:
