@@ -30,8 +30,9 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
           f'cuda available: {torch.cuda.is_available()}', f'({torch.cuda.get_device_name()})' if torch.cuda.is_available() else '')" \
     || { echo "no torch in $PY: install a CUDA build of torch first"; exit 2; }
 echo "git: $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)"
-# (a copy of a working tree may carry an older .git: this says which sources ran; the same command here matches it)
-echo "trainer_nb sources: $(cat trainer_nb/*.py trainer_nb/callback/*.py | sha1sum | cut -c1-12)"
+# (a copy of a working tree may carry an older .git: this says which sources ran; the same command here matches it.
+# In Python, not `cat trainer_nb/*.py`: a shell's glob order depends on its locale, and so would the hash)
+echo "trainer_nb sources: $("$PY" -c "import hashlib, pathlib; print(hashlib.sha1(b''.join(p.read_bytes() for p in sorted(pathlib.Path('trainer_nb').rglob('*.py')))).hexdigest()[:12])")"
 
 # (what the test modules import when pytest collects them, as well as what the GPU checks use)
 if ! "$PY" -c "import trainer_nb.all, fastprogress, pytest, transformers" 2>/dev/null; then
