@@ -15,7 +15,8 @@
 # the LoRA check (skipped without it). The tests fill the GPU on purpose: use a GPU nothing else is using.
 #
 # Run from anywhere: bash bench/gpu_check.sh        (exit status: that of the tests, or of the benchmark)
-# Some parts only: bash bench/gpu_check.sh tests    (any of: tests bench distributed sharded; a rerun after a fix:
+# Some parts only: bash bench/gpu_check.sh tests    (any of: tests bench distributed sharded, and profile, which is
+# not in the default set; a rerun after a fix:
 # the tests take about 45 s on an H100, the whole check about 5 minutes)
 set -u
 cd "$(dirname "$0")/.."
@@ -57,6 +58,11 @@ if wants bench; then
     timeout 270 "$PY" bench/gpu_bench.py
     bench=$?
     [ "$bench" = 124 ] && echo "(the benchmark ran past its 270 s: the lines above are what it measured)"
+fi
+
+if wants profile; then  # (not in the default parts: where the learner's host time a step goes, ~30 s on an H100)
+    echo "== the learner's host work a step against a hand loop: bench/gpu_host_profile.py"
+    timeout 120 "$PY" bench/gpu_host_profile.py --rounds 5 --top 15
 fi
 
 if wants distributed; then
