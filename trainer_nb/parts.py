@@ -250,7 +250,7 @@ class NanGuard:
         "Whether `loss` is known now to be NaN or inf (skip its update). Deferred: False, and the step skips itself."
         if not self.deferred: return not math.isfinite(loss.item())
         value = loss.detach()
-        if self.flag is None: self.flag = torch.zeros((), device=value.device)  # (float: what the fused step reads)
+        if self.flag is None: self.flag = torch.zeros((), dtype=torch.float32, device=value.device)  # (what the fused step reads)
         # `value - value` is NaN exactly when `value` is NaN or inf: 3 kernels with the `or`, where `isfinite`, `not`, `or`
         # and a float copy of the flag were 7; each is host time that a small model's step waits for (`bench/gpu_host_profile.py`)
         self.flag.logical_or_((value - value).isnan())
@@ -261,7 +261,7 @@ class NanGuard:
 
     def _copy_to_host(self):
         if self._host is None:
-            self._host = torch.zeros(()).pin_memory()
+            self._host = torch.zeros((), dtype=torch.float32).pin_memory()
             self._event = torch.cuda.Event()
         self._host.copy_(self.flag, non_blocking=True)
         self._event.record()
