@@ -95,15 +95,15 @@ MODELS = {'bert': (tiny_bert, bert_loader, None),  # (the model computes its los
 # ---- the two ways to train: the Learner, and by hand. Each runs `n` steps, calling `mark(i)` after step i.
 
 class LearnerRun:
-    def __init__(self, name: str, dtype, compile: bool, path):
+    def __init__(self, name: str, dtype, compile: bool, path, device='cuda', **kwargs):  # (kwargs: the Learner's)
         from trainer_nb.callback.core import LambdaCallback
         from trainer_nb.callback.training import MixedPrecision
         from trainer_nb.data import DataLoaders
         from trainer_nb.learner import Learner
         make_model, make_loader, loss_func = MODELS[name]
-        self.learn = Learner(make_model(), DataLoaders(make_loader()), loss_func, lr=1e-3, device='cuda',
+        self.learn = Learner(make_model(), DataLoaders(make_loader()), loss_func, lr=1e-3, device=device,
                              opt_func=partial(torch.optim.AdamW, fused=True), cbs=[MixedPrecision(dtype)],
-                             compile=compile, progress=False, path=path)
+                             compile=compile, progress=False, path=path, **kwargs)
         self.mark = None
         self._cb = LambdaCallback(after_batch=lambda learn: self.mark(learn.fit_state.fit_steps)
                                   if learn.training and self.mark else None)
@@ -114,12 +114,13 @@ class LearnerRun:
 
 
 class HandRun:
-    def __init__(self, name: str, dtype, compile: bool, path=None):
+    def __init__(self, name: str, dtype, compile: bool, path=None, device='cuda'):
         make_model, make_loader, loss_func = MODELS[name]
-        self.model = make_model().cuda()
+        self.device = torch.device(device)
+        self.model = make_model().to(self.device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, fused=True)
         self.step_model = torch.compile(self.model, dynamic=True) if compile else self.model
-        self.scaler = torch.amp.GradScaler('cuda', enabled=dtype == torch.float16)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=dtype == torch.float16)
         self.dtype, self.loss_func, self.dl = dtype, loss_func, make_loader()
         self.batches = iter(())
 
@@ -131,14 +132,14 @@ class HandRun:
 
     def _loss(self, batch):
         if isinstance(batch, dict):
-            return self.step_model(**{k: v.cuda(non_blocking=True) for k, v in batch.items()}).loss
-        x, y = (t.cuda(non_blocking=True) for t in batch)
+            return self.step_model(**{k: v.to(self.device, non_blocking=True) for k, v in batch.items()}).loss
+        x, y = (t.to(self.device, non_blocking=True) for t in batch)
         return self.loss_func(self.step_model(x), y)
 
     def run(self, n: int, mark=None):
         self.model.train()
         for i in range(1, n + 1):
-            with torch.autocast('cuda', dtype=self.dtype): loss = self._loss(self._batch())
+            with torch.autocast(self.device.type, dtype=self.dtype): loss = self._loss(self._batch())
             self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)
             self.scaler.update()
@@ -146,12 +147,17 @@ class HandRun:
             if mark: mark(i)
 
 
+def synchronize():
+    "Wait for the GPU's queued work, if there is a GPU (the runners can train on the CPU, to try a script)."
+    if torch.cuda.is_available(): torch.cuda.synchronize()
+
+
 def timed_steps(runner, warm: int, steps: int) -> float:
     "ms a step over `steps` steps, after `warm` steps of the same run, between two synchronisations."
     times = {}
     def mark(i):
         if i in (warm, warm + steps):
-            torch.cuda.synchronize()
+            synchronize()
             times[i] = time.perf_counter()
     runner.run(warm + steps, mark)
     return (times[warm + steps] - times[warm]) * 1e3 / steps

@@ -5,8 +5,8 @@ bf16, eager.
 is about 4 ms of host work: 0.5-0.9 ms a step more, against about 0.08 ms a step for the learner's extra work on the
 CPU (`bench/overhead.py`). `bench/gpu_step_profile.py` counted kernels and syncs; this counts the host's Python time.
 
-1. ms a step, interleaved rounds (medians), of: `hand`; `learner` (the default callbacks, progress=False, as in
-   gpu_bench.py); `no_guard` (the same with nan_guard=False); `immediate` (nan_guard='immediate': a host sync a
+1. ms a step, interleaved rounds (medians), of gpu_bench.py's runners: `hand`; `learner` (the default callbacks,
+   progress=False); `no_guard` (the same with nan_guard=False); `immediate` (nan_guard='immediate': a host sync a
    step instead of the flag on the device); `no_undo` (the out-of-memory undo's copies at each batch's start left
    out, which the learner has no switch for: the bench replaces them); `bare` (no default callbacks, only
    MixedPrecision).
@@ -17,68 +17,17 @@ Run: python bench/gpu_host_profile.py [--steps 200] [--warm 20] [--rounds 3] [--
 (`--device cpu` runs the same on the CPU, to try the script; the figures that matter are the GPU's.)
 """
 import argparse
-import contextlib
 import cProfile
-import io
 import pstats
 import statistics
 import sys
 import tempfile
-import time
-from functools import partial
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gpu_bench import cnn_loader, small_cnn  # noqa: E402
-
-
-def sync(device):
-    if device.type == 'cuda': torch.cuda.synchronize()
-
-
-class Hand:
-    def __init__(self, device):
-        self.device, self.model = device, small_cnn().to(device)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, fused=True)
-        self.dl, self.batches = cnn_loader(), iter(())
-
-    def _batch(self):
-        try: return next(self.batches)
-        except StopIteration:
-            self.batches = iter(self.dl)
-            return next(self.batches)
-
-    def run(self, n: int, mark=None):
-        self.model.train()
-        for i in range(1, n + 1):
-            x, y = (t.to(self.device, non_blocking=True) for t in self._batch())
-            with torch.autocast(self.device.type, dtype=torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(self.model(x), y)
-            loss.backward()
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
-            if mark: mark(i)
-
-
-class Learn:
-    def __init__(self, device, path, **kwargs):
-        from trainer_nb.callback.core import LambdaCallback
-        from trainer_nb.callback.training import MixedPrecision
-        from trainer_nb.data import DataLoaders
-        from trainer_nb.learner import Learner
-        self.learn = Learner(small_cnn(), DataLoaders(cnn_loader()), torch.nn.functional.cross_entropy, lr=1e-3,
-                             device=device, opt_func=partial(torch.optim.AdamW, fused=True),
-                             cbs=[MixedPrecision(torch.bfloat16)], progress=False, path=path, **kwargs)
-        self.mark = None
-        self._cb = LambdaCallback(after_batch=lambda learn: self.mark(learn.fit_state.fit_steps)
-                                  if learn.training and self.mark else None)
-
-    def run(self, n: int, mark=None):
-        self.mark = mark
-        with contextlib.redirect_stdout(io.StringIO()): self.learn.fit(n_steps=n, cbs=[self._cb])
+from gpu_bench import HandRun, LearnerRun, synchronize, timed_steps  # noqa: E402
 
 
 class NoUndo:
@@ -88,32 +37,21 @@ class NoUndo:
     def restore(self, state): raise RuntimeError("no undo in this variant")
 
 
-def without_undo(runner: Learn) -> Learn:
+def without_undo(runner: LearnerRun) -> LearnerRun:
     part = runner.learn.out_of_memory
     part.watch = lambda model, device: setattr(part, 'start', NoUndo())  # (called at each epoch's start)
     return runner
 
 
-def timed(runner, device, warm: int, steps: int) -> float:
-    "ms a step over `steps` steps after `warm`, between two synchronisations."
-    times = {}
-    def mark(i):
-        if i in (warm, warm + steps):
-            sync(device)
-            times[i] = time.perf_counter()
-    runner.run(warm + steps, mark)
-    return (times[warm + steps] - times[warm]) * 1e3 / steps
-
-
-def profiled(runner, device, warm: int, steps: int) -> dict:
+def profiled(runner, warm: int, steps: int) -> dict:
     "cProfile over steps warm+1..warm+steps: {function: (us a step of its own, calls a step)}."
     prof = cProfile.Profile()
     def mark(i):
         if i == warm:
-            sync(device)
+            synchronize()
             prof.enable()
         if i == warm + steps:
-            sync(device)
+            synchronize()
             prof.disable()
     runner.run(warm + steps, mark)
     return {f"{Path(k[0]).name}:{k[1]}({k[2]})": (v[2] / steps * 1e6, v[1] / steps)
@@ -133,22 +71,21 @@ def main():
         print("no CUDA device: nothing measured")
         return
     with tempfile.TemporaryDirectory() as path:
-        runners = {'hand': Hand(device), 'learner': Learn(device, path + '/a'),
-                   'no_guard': Learn(device, path + '/b', nan_guard=False),
-                   'immediate': Learn(device, path + '/d', nan_guard='immediate'),
-                   'no_undo': without_undo(Learn(device, path + '/e')),
-                   'bare': Learn(device, path + '/c', default_cbs=False)}
+        def learner(folder, **kwargs): return LearnerRun('conv', torch.bfloat16, False, f'{path}/{folder}', device, **kwargs)
+        runners = {'hand': HandRun('conv', torch.bfloat16, False, device=device), 'learner': learner('a'),
+                   'no_guard': learner('b', nan_guard=False), 'immediate': learner('d', nan_guard='immediate'),
+                   'no_undo': without_undo(learner('e')), 'bare': learner('c', default_cbs=False)}
         for runner in runners.values(): runner.run(args.warm)
         ms = {k: [] for k in runners}
         for r in range(args.rounds):
             for key in list(runners)[r % len(runners):] + list(runners)[:r % len(runners)]:
-                ms[key].append(timed(runners[key], device, args.warm, args.steps))
+                ms[key].append(timed_steps(runners[key], args.warm, args.steps))
         hand = statistics.median(ms['hand'])
         print(f"ms a step ({device}, {torch.__version__}; medians of {args.rounds} rounds of {args.steps} steps):")
         for key, values in ms.items():
             m = statistics.median(values)
             print(f"  {key:9s} {m:7.3f}  ({m / hand:.3f}x hand; rounds {', '.join(f'{v:.3f}' for v in values)})")
-        tables = {key: profiled(runners[key], device, args.warm, args.steps) for key in ('learner', 'hand')}
+        tables = {key: profiled(runners[key], args.warm, args.steps) for key in ('learner', 'hand')}
     for key, table in tables.items():
         print(f"\n{key}: {sum(n for _, n in table.values()):.1f} calls a step, {sum(us for us, _ in table.values()):.0f} us a "
               "step under cProfile; most time of their own (us a step, calls a step):")
