@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from .core import Callback
-from .tracker import check_monitor, improved
+from .tracker import auto_mode, check_monitor, improved
 from ..checkpoint import (check_learner_state, collective_checkpoints, is_sharded_checkpoint, link_folder,
                                    load_checkpoint, load_model_state, model_state, nonfinite_weights, poll_save,
                                    remove_checkpoint, wait_for_save)
@@ -20,11 +20,11 @@ from ..files import atomic_write, check_writable, remove_stale_temps
 __all__ = ['PeriodicCheckpoints', 'CheckpointCallback', 'finite_weights', 'SaveOnStop']
 
 # %% ../../nbs/06a_callback.checkpoint.ipynb #e6689d05
-def _check_args(every_steps, every_epochs, keep, mode='min'):
+def _check_args(every_steps, every_epochs, keep, mode='auto'):
     for name, v in (('every_steps', every_steps), ('every_epochs', every_epochs)):
         if v is not None: whole_number(v, name)
     whole_number(keep, 'keep', low=0)
-    if mode not in ('min', 'max'): raise ValueError(f"mode must be 'min' or 'max', got {mode!r}.")
+    if mode not in ('min', 'max', 'auto'): raise ValueError(f"mode must be 'min', 'max' or 'auto', got {mode!r}.")
 
 class PeriodicCheckpoints(Callback):
     "Save a checkpoint every N steps or epochs, keeping the last few, with `last` the newest; `last` at a fit's end."
@@ -102,13 +102,14 @@ class CheckpointCallback(PeriodicCheckpoints):
                  every_epochs: int | None = None, # ...and/or every this many epochs (default: 1, if neither is given)
                  keep: int = 3, # periodic checkpoints to keep (older ones are deleted)
                  monitor: str | None = None, # a storage scalar to keep the `best` checkpoint by, e.g. 'valid/loss'
-                 mode: str = 'min', # 'min' or 'max': which way `monitor` improves
+                 mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error'): which way `monitor` improves
                  save_last: bool = True, # also save `last` at the end of each fit that completed or can resume
                  background: bool = False, # write periodic and `best` checkpoints in a thread (see `save_in_background`)
                 ):
         _check_args(every_steps, every_epochs, keep, mode)
         super().__init__(every_steps, every_epochs, keep, save_last, background)
-        self.monitor, self.mode = monitor, mode
+        self.monitor = monitor
+        self.mode = auto_mode(monitor or '') if mode == 'auto' else mode  # (as `EarlyStopping` and run.json's `best`)
         self.best: float | None = None
         self.best_path: Path | None = None  # the best checkpoint so far
         self._weights = None  # the model's own weights, while the test set is evaluated with the best ones
