@@ -280,11 +280,17 @@ def _longest_descent(losses: list) -> tuple[int, int]:
     end = max(range(n), key=lambda i: length[i])
     return start[end], end
 
-def suggest_lrs(lrs: list, losses: list, skip_end: int = 5) -> SuggestedLRs:
+def suggest_lrs(lrs: list, # the sweep's learning rates, growing
+                losses: list, # the smoothed loss at each
+                skip_start: int | None = None, # points left out at the start (default: the first tenth of the sweep)
+                skip_end: int = 5, # points left out at the end (where the loss diverges)
+               ) -> SuggestedLRs:
     "Valley, steepest and minimum-based learning-rate suggestions from an lr sweep."
     if len(lrs) < 3: raise ValueError("The sweep is too short to suggest a learning rate (fewer than 3 points).")
-    n = max(len(lrs) - skip_end, 3)
-    lrs, losses = lrs[:n], losses[:n]
+    start = min(len(lrs) // 10 if skip_start is None else skip_start, len(lrs) - 3)
+    end = max(len(lrs) - skip_end, start + 3)  # (at least 3 points)
+    lrs, losses = lrs[start:end], losses[start:end]
+    n = len(lrs)
     minimum = lrs[min(range(n), key=lambda i: losses[i])] / 10
     logs = [math.log(lr) for lr in lrs]
     slopes = [(losses[i + 1] - losses[i]) / (logs[i + 1] - logs[i]) for i in range(n - 1)]
