@@ -157,7 +157,7 @@ class Learner:
 
     def resumed_fit(self, cbs) -> tuple[FitState, list]:
         "The fit state and callbacks to resume the last fit with (checked), the random states put back: for `resume` and `loop`."
-        check_resumable(self.fit_state)
+        check_resumable(self.fit_state, self.checkpoint_path('last'))
         cbs, stopped_here = as_callback_list(cbs), self.stop_point.fit_cbs
         fit_cbs = (stopped_here + cbs if stopped_here is not None  # (the same objects, in this process)
                    else callbacks_after_restart(self.fit_state.plan, self.stop_point.cb_states, cbs))

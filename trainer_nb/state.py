@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -288,7 +289,9 @@ def is_resumable(learn) -> bool:
     "Whether the last fit stopped at a batch boundary before its end, so that `learn.resume()` can continue it."
     return learn.fit_state.stop_reason in ('interrupted', 'out_of_memory', 'preempted', 'time_limit') and learn.fit_state.resumable
 
-def check_resumable(state: FitState):
+def check_resumable(state: FitState, # the learner's fit state
+                    last: Path | None = None, # the learner's `last` checkpoint (what to load instead, if it exists)
+                   ):
     "Raise a `RuntimeError` that says what to do instead, unless `learn.resume()` can continue the fit of `state`."
     if state.n_epochs is None and state.n_steps is None:
         raise RuntimeError("Nothing to resume: this learner has not run a fit. Call learn.fit(...), or "
@@ -296,9 +299,12 @@ def check_resumable(state: FitState):
     if state.stop_reason == 'completed' or state.done:
         raise RuntimeError(f"Nothing to resume: the last fit completed ({state!r}). Call learn.fit(...) to train more.")
     if not state.resumable:
-        raise RuntimeError(f"The last fit ended with stop_reason={state.stop_reason!r} in the middle of a batch, so "
-                           "it cannot continue exactly. Load a checkpoint taken at a batch boundary "
-                           "(learn.load('last')) and resume, or start a new fit with learn.fit(...).")
+        ended = f"The last fit ended with stop_reason={state.stop_reason!r} in the middle of a batch, so it cannot continue exactly."
+        if last is not None and last.exists():
+            raise RuntimeError(f"{ended} Load the last checkpoint saved at a batch boundary, learn.load('last') "
+                               f"({last}), and resume from there, or start a new fit with learn.fit(...).")
+        raise RuntimeError(f"{ended} No checkpoint of a batch boundary was saved (no {last or 'checkpoints/last.pt'}): "
+                           "start a new fit with learn.fit(...).")
 
 def epoch_label(state: FitState) -> str:
     "The running epoch as bars and messages name it: counted from 1, out of the fit's epochs ('epoch 3/5')."
