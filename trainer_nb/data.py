@@ -9,17 +9,18 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Iterator
 
 import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler,
                               SequentialSampler)
 
 # %% auto #0
-__all__ = ['loader_len', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler', 'split_steps', 'count_steps',
-           'steps_of', 'ResumableBatches', 'resumable_batches', 'SeededIndex', 'sample_seed', 'seed_draws',
-           'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders', 'ShardBatches', 'shard_loader',
-           'shard_loaders', 'step_samples', 'step_sizes', 'draw_epoch_seed', 'is_stateful', 'replays', 'seed_workers',
-           'epoch_batches', 'eval_batches', 'release_workers', 'timed']
+__all__ = ['loader_len', 'gives_batches_once', 'used_up', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler',
+           'split_steps', 'count_steps', 'steps_of', 'ResumableBatches', 'resumable_batches', 'SeededIndex',
+           'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders',
+           'ShardBatches', 'shard_loader', 'shard_loaders', 'step_samples', 'step_sizes', 'draw_epoch_seed',
+           'is_stateful', 'replays', 'seed_workers', 'epoch_batches', 'eval_batches', 'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -29,6 +30,16 @@ def loader_len(dl) -> int | None:
     try: return len(dl)
     except TypeError: return None
 
+def gives_batches_once(dl) -> bool:
+    "Whether `dl` is an iterator (a generator, `iter(...)`, `map(...)`): one pass over it uses its batches up."
+    return isinstance(dl, Iterator)
+
+def used_up(dl) -> str:
+    "Why the train loader `dl` gave no batch in an epoch: it is empty, or an iterator an earlier pass used up."
+    if not gives_batches_once(dl): return "The train loader gave no batch in this epoch: it is empty."
+    return (f"The train loader gave no batch in this epoch: it is a {type(dl).__name__}, which gives its batches "
+            "once, and an earlier epoch or fit used them up. Pass a DataLoader, or a list of the batches (list(...)).")
+
 def check_loader(dl, role: str = 'train'):
     "Return `dl` if it can serve as the `role` loader, else raise an error that says what to pass."
     if isinstance(dl, Dataset) and not isinstance(dl, DataLoader) or isinstance(dl, torch.Tensor):
@@ -36,6 +47,9 @@ def check_loader(dl, role: str = 'train'):
                         f"DataLoader(data, batch_size=64, shuffle={role == 'train'}).")
     if isinstance(dl, (str, bytes, dict)) or not hasattr(dl, '__iter__'):
         raise TypeError(f"The {role} loader ({type(dl).__name__}) is not a loader: {_LOADER}.")
+    if role != 'train' and gives_batches_once(dl):  # (a train loader may be one: `fit(n_steps=...)` of a stream)
+        raise TypeError(f"The {role} loader is a {type(dl).__name__}, which gives its batches once, and each "
+                        "evaluation goes over it again. Pass a DataLoader, or a list of the batches (list(...)).")
     if loader_len(dl) == 0:
         raise ValueError(f"The {role} loader is empty (no batch). Is batch_size larger than the dataset "
                          "with drop_last=True?")
@@ -73,7 +87,7 @@ def as_dataloaders(dls) -> DataLoaders:
     if hasattr(dls, 'train') and hasattr(dls, 'valid'): return DataLoaders(dls.train, dls.valid)  # e.g. fastai's
     _refuse_non_loaders(dls)
     if isinstance(dls, (tuple, list)) and 1 <= len(dls) <= 3 and all(
-            d is None or isinstance(d, DataLoader) or _is_loader_list(d) for d in dls) and not _is_loader_list(dls):
+            d is None or isinstance(d, (DataLoader, Iterator)) or _is_loader_list(d) for d in dls) and not _is_loader_list(dls):
         return DataLoaders(*dls)
     return DataLoaders(dls)
 

@@ -10,7 +10,7 @@ from contextlib import suppress
 from .callback.core import (CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
 from .core import DeferredInterrupt, stop_message
-from .data import loader_len, release_workers, step_sizes, timed
+from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .parts import batch_size, nan_guard_for
 from .state import FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
 
@@ -26,6 +26,10 @@ def plan_fit(learn, # the Learner
              method: str = 'fit', # 'fit', or 'loop': a loop you write takes the batches (`learn.loop`)
             ) -> FitState:
     "The state of a new fit of `learn`, checked, continuing its step count: what `FitRun` (and `learn.run`) takes."
+    if n_epochs is not None and n_epochs > 1 and gives_batches_once(learn.dls.train):
+        raise ValueError(f"{method}({n_epochs}) goes over the train loader {n_epochs} times, but it is a "
+                         f"{type(learn.dls.train).__name__}, which gives its batches once. Pass a DataLoader, or a list "
+                         f"of the batches (list(...)); or, for a stream of batches, give a number of steps: n_steps=...")
     state = new_fit_state(n_epochs, n_steps, eval_every, learn.fit_state, loader_len(learn.dls.train),
                           learn.comm.world_size, cbs)
     state.plan['method'] = method
@@ -126,7 +130,7 @@ class FitRun:
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
             self._at_boundary()
-        if state.epoch_iter == 0: raise ValueError("The train loader gave no batch in this epoch: it is empty.")
+        if state.epoch_iter == 0: raise ValueError(used_up(learn.dl))
         if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
             with suppress(CancelBatchException): learn.step_and_zero()  # ...unless a callback puts it off again
 
