@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -24,6 +25,9 @@ __all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
     "`path` as a `Path`, if it can be a run folder (a folder, or nothing yet: it is made when first written)."
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path={path!r}: the run folder, where metrics.json, run.json, plots and checkpoints go, is a "
+                        "folder name, e.g. path='runs/exp1' (made if needed; the default, '.', is the current folder).")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(f"path={str(path)!r} is a file, not a folder: the run folder holds metrics.json, "
