@@ -135,6 +135,22 @@ def test_a_time_limit_stops_before_it_and_resumes_exactly(tmp_path):
     assert weights(again.model) == weights(once.model)
 
 
+def test_a_resume_warning_names_the_callers_line(tmp_path):
+    "The warning about callbacks to pass again names the line that resumed (here), by either path through the library."
+    def stop_at_7(learn):
+        if learn.step == 7: learn.request_stop('preempted')
+    for folder in ('auto', 'load'):
+        digits_learner(path=tmp_path / folder, progress=False, device='cpu').fit(
+            1, cbs=LambdaCallback(after_step=stop_at_7), resume='auto')
+    again = digits_learner(path=tmp_path / 'auto', progress=False, device='cpu')
+    with pytest.warns(UserWarning, match=r"pass them again: .*the same fit\(..., cbs=\[...\]\)") as by_auto:
+        again.fit(1, resume='auto')  # (its callback not given again)
+    loaded = digits_learner(path=tmp_path / 'load', progress=False, device='cpu').load('last')
+    with pytest.warns(UserWarning, match='pass them again') as by_resume:
+        loaded.resume()
+    assert [w.filename for w in (*by_auto, *by_resume)] == [__file__, __file__]
+    assert again.step == loaded.step == 23
+
 def test_resume_auto_starts_continues_or_refuses(tmp_path):
     def stop_at_7(learn):
         if learn.step == 7: learn.request_stop('preempted')

@@ -12,12 +12,12 @@ import os
 import shutil
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import torch
 
 from .callback.core import DISPLAY_CALLBACKS
+from .core import warn_at_caller
 from .data import is_stateful
 from .files import _fsync_dir, atomic_save
 from .saved_state import (CheckpointError, check_frozen, check_optimizer_state, check_state_keys, frozen_keys,
@@ -123,18 +123,15 @@ def restore_tracked(learn, states: dict):
     for name, obj in learn.tracked.items():
         if name in states: obj.load_state_dict(states[name])
     lost, new = sorted(set(states) - set(learn.tracked)), sorted(set(learn.tracked) - set(states))
-    if lost: warnings.warn(f"The checkpoint holds the state of tracked objects {lost}, which this learner does not "
-                           f"track: it was not restored. Track them before loading: learn.track({lost[0]}=...).",
-                           stacklevel=4)
-    if new: warnings.warn(f"This learner tracks {new}, which the checkpoint does not hold: they keep their state.",
-                          stacklevel=4)
+    if lost: warn_at_caller(f"The checkpoint holds the state of tracked objects {lost}, which this learner does not "
+                            f"track: it was not restored. Track them before loading: learn.track({lost[0]}=...).")
+    if new: warn_at_caller(f"This learner tracks {new}, which the checkpoint does not hold: they keep their state.")
 
 def warn_unclaimed(states: dict):
     "Warn about the callback states of a checkpoint that no callback of the learner took (the display's aside)."
     lost = [key for key, s in states.items() if s and key not in DISPLAY_CALLBACKS]
-    if lost: warnings.warn(f"The checkpoint holds the state of callbacks {lost}, which this learner does not have: "
-                           "it was not restored. Build the learner with them (Learner(..., cbs=[...])), then load.",
-                           stacklevel=4)
+    if lost: warn_at_caller(f"The checkpoint holds the state of callbacks {lost}, which this learner does not have: "
+                            "it was not restored. Build the learner with them (Learner(..., cbs=[...])), then load.")
 
 def rebuild_callbacks(plan: dict, cb_states: dict) -> list:
     "The callbacks of a fit that rebuild themselves from their saved state (listed in the fit's `plan`)."
@@ -151,8 +148,8 @@ def callbacks_after_restart(plan: dict, cb_states: dict, extra: list) -> list:
     cbs = rebuild_callbacks(plan, cb_states) + extra
     missing = [n for n in plan.get('cbs', []) if n not in {cb.name for cb in cbs}]
     if missing:
-        warnings.warn(f"The fit being resumed was given callbacks {missing} in fit(cbs=...); pass them again: "
-                      "learn.resume(cbs=[...]).", stacklevel=4)
+        warn_at_caller(f"The fit being resumed was given callbacks {missing} in fit(cbs=...); pass them again: "
+                       "learn.resume(cbs=[...]) (in a script with fit(..., resume='auto'): the same fit(..., cbs=[...])).")
     for key, cb in fit_callback_keys(cbs).items():  # (the rebuilt ones have taken theirs)
         if key in cb_states: cb.load_state_dict(cb_states.pop(key))
     return cbs

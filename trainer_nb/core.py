@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import numbers
+import os
 import re
 import signal
 import sys
@@ -21,8 +22,8 @@ import torch
 # %% auto #0
 __all__ = ['STOP_KINDS', 'MEETING_POINTS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model',
            'find_bs', 'is_whole', 'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook',
-           'import_in_background', 'add_note', 'stop_message', 'DeferredInterrupt', 'HeldContext', 'BatchMessage',
-           'SingleProcess']
+           'import_in_background', 'add_note', 'warn_at_caller', 'stop_message', 'DeferredInterrupt', 'HeldContext',
+           'BatchMessage', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -136,6 +137,16 @@ def add_note(exc: BaseException, note: str) -> BaseException:
     else: exc.__notes__ = [*getattr(exc, '__notes__', []), note]
     return exc
 
+# %% ../nbs/00_core.ipynb #462e3911
+def warn_at_caller(message: str, # what to say
+                   category: type[Warning] = UserWarning, # the warning's class
+                  ):
+    "`warnings.warn(message)`, attributed to the first caller outside trainer_nb: the line of yours that led to it."
+    package = os.path.dirname(sys.modules['trainer_nb'].__file__) + os.sep
+    frame, level = sys._getframe(1), 1  # (level 1: our caller; each frame above it in the package adds one)
+    while frame is not None and frame.f_code.co_filename.startswith(package): frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)
+
 # %% ../nbs/00_core.ipynb #29625ba6
 def stop_message(resume_hint: str = 'learn.resume()') -> str:
     "What a first interrupt prints: the fit stops after this batch, and `resume_hint` continues it."
@@ -164,14 +175,13 @@ class DeferredInterrupt:
 
     def __enter__(self):
         if threading.current_thread() is not threading.main_thread():
-            warnings.warn("trainer_nb: this fit runs outside the main thread, so an interrupt cannot be deferred to a "
-                          "batch boundary; call learn.request_stop() (or the Stop button) to stop it cleanly.",
-                          stacklevel=3)
+            warn_at_caller("trainer_nb: this fit runs outside the main thread, so an interrupt cannot be deferred to a "
+                           "batch boundary; call learn.request_stop() (or the Stop button) to stop it cleanly.")
             return self
         try: self._previous = signal.signal(signal.SIGINT, self._handle)
         except (ValueError, OSError) as e:
-            warnings.warn(f"trainer_nb: cannot install a SIGINT handler ({e}); an interrupt will stop the fit "
-                          "wherever it lands.", stacklevel=3)
+            warn_at_caller(f"trainer_nb: cannot install a SIGINT handler ({e}); an interrupt will stop the fit "
+                           "wherever it lands.")
             return self
         self.installed = True
         return self

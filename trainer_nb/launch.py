@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 import traceback
-import warnings
 import weakref
 from multiprocessing.connection import Connection, wait as mp_wait
 
@@ -26,6 +25,8 @@ import cloudpickle
 
 import torch
 import torch.distributed as dist
+
+from .core import warn_at_caller
 
 # %% auto #0
 __all__ = ['free_port', 'default_backend', 'WorkerFailed', 'Workers', 'launch', 'on_all_processes', 'gathered_preds']
@@ -133,8 +134,8 @@ class Workers:
                 ):
         if nprocs < 1: raise ValueError(f"nprocs must be >= 1, got {nprocs}.")
         for w in list(_live_workers):
-            warnings.warn("The workers of an earlier distributed learner were still running: closed (one process "
-                          "group per process; close one with learn.close()).", stacklevel=3)
+            warn_at_caller("The workers of an earlier distributed learner were still running: closed (one process "
+                           "group per process; close one with learn.close()).")
             w.close('a new distributed run started in this process')
         if dist.is_initialized():
             raise RuntimeError("A process group is already running in this process (not started by trainer_nb): "

@@ -5,10 +5,10 @@
 # %% ../nbs/04c_loop.ipynb #c340170e
 from __future__ import annotations
 
-import warnings
 
 import torch
 
+from .core import warn_at_caller
 from .state import check_resumable
 
 # %% auto #0
@@ -71,10 +71,10 @@ def warn_untracked(learn, frame):
     missing = sorted(n for n, v in names.items() if isinstance(v, _TRACKABLE) and id(v) not in known
                      and not n.startswith('_'))
     if missing:
-        warnings.warn(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not tracked: a resume after a "
-                      f"restart would start {'it' if len(missing) == 1 else 'them'} afresh. Track "
-                      f"{'it' if len(missing) == 1 else 'them'} first: learn.track("
-                      f"{', '.join(f'{n}={n}' for n in missing)}).", stacklevel=3)
+        warn_at_caller(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not tracked: a resume after a "
+                       f"restart would start {'it' if len(missing) == 1 else 'them'} afresh. Track "
+                       f"{'it' if len(missing) == 1 else 'them'} first: learn.track("
+                       f"{', '.join(f'{n}={n}' for n in missing)}).")
 
 def make_loop(learn, # the Learner
               n_epochs: int | None, # take the batches of this many epochs...

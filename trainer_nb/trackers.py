@@ -9,11 +9,11 @@ import importlib
 import inspect
 import sqlite3
 import time
-import warnings
 from pathlib import Path
 
 from .callback.recorder import WriterCallback
 from .callback.run_record import best_results, final_results, run_settings
+from .core import warn_at_caller
 from .events import EventStorage
 from .writers import EventWriter, rows_by_iteration
 
@@ -118,8 +118,8 @@ class TrackerWriter(EventWriter):
             self._live = False
             if self.error is None:
                 self.error = f"{type(e).__name__}: {e}"
-                warnings.warn(f"{type(self).__name__} stopped: {self.tracker} raised {self.error}. The fit, metrics.json "
-                              "and the checkpoints go on without it.", TrackerWarning, stacklevel=2)
+                warn_at_caller(f"{type(self).__name__} stopped: {self.tracker} raised {self.error}. The fit, metrics.json "
+                               "and the checkpoints go on without it.", TrackerWarning)
 
     def state_dict(self) -> dict:
         if self._live: self._guard(self._flush)  # (a checkpoint's `sent_to` must be in the tracker's store)

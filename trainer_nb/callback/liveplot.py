@@ -10,12 +10,11 @@ import math
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 from .core import Callback
 from ..files import atomic_write
-from ..core import import_in_background, time_left
+from ..core import import_in_background, time_left, warn_at_caller
 from ..display import frontend, output_area
 from ..plotting import DEFAULT_PANELS, LOOP_PANELS, LiveFigure, PlotData
 from ..plot_worker import encode_snapshot, shared_worker, snapshot
@@ -345,8 +344,8 @@ class LivePlotCallback(Callback):
             else: self._tick_here(now)
         except Exception as e:  # a display must not kill a long training
             self.budget.next_t, self._worker = math.inf, None
-            warnings.warn(f"LivePlotCallback: the live plot failed ({e!r}) and is off until the end of this fit; "
-                          "training goes on, and the final figure is drawn at the end.", stacklevel=3)
+            warn_at_caller(f"LivePlotCallback: the live plot failed ({e!r}) and is off until the end of this fit; "
+                           "training goes on, and the final figure is drawn at the end.")
 
     def _tick_process(self, now: float):
         "Show the frame the drawing process has sent back, if it has; hand it the next snapshot when one is due."
@@ -354,8 +353,8 @@ class LivePlotCallback(Callback):
         if why is not None:
             self._worker = self._request = None
             self.budget.next_t = now
-            warnings.warn(f"LivePlotCallback: the live plot's drawing process stopped: {why}. The live plot is drawn "
-                          "in this process for the rest of the fit, within its time budget.", stacklevel=4)
+            warn_at_caller(f"LivePlotCallback: the live plot's drawing process stopped: {why}. The live plot is drawn "
+                           "in this process for the rest of the fit, within its time budget.")
             return
         shown = False
         if self._request is not None:
@@ -398,8 +397,8 @@ class LivePlotCallback(Callback):
             while not done():
                 why = worker.failure()
                 if why is not None or time.perf_counter() > deadline:
-                    warnings.warn(f"LivePlotCallback: the drawing process did not draw the final figure "
-                                  f"({why or f'no answer in {timeout:g} s'}); it is drawn in this process.", stacklevel=5)
+                    warn_at_caller(f"LivePlotCallback: the drawing process did not draw the final figure "
+                                   f"({why or f'no answer in {timeout:g} s'}); it is drawn in this process.")
                     return False
                 time.sleep(0.002)
             return True

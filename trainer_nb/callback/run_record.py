@@ -15,7 +15,6 @@ import platform
 import subprocess
 import threading
 import uuid
-import warnings
 from pathlib import Path
 
 import torch
@@ -25,6 +24,7 @@ from .core import DISPLAY_CALLBACKS, Callback
 from .schedule import ParamScheduler, TorchScheduler
 from .tracker import auto_mode
 from ..checkpoint import checkpoint_path
+from ..core import warn_at_caller
 from ..data import loader_len
 from ..files import atomic_write
 
@@ -241,7 +241,7 @@ def write_entry(folder: Path, # the run folder
     if note is not None:
         aside = path.with_name(f"{RUN_FILE}.damaged-{datetime.datetime.now():%Y%m%d-%H%M%S}")
         os.replace(path, aside)
-        warnings.warn(f"{path}: {note}. It was kept as {aside.name}, and a new {RUN_FILE} is started.", stacklevel=2)
+        warn_at_caller(f"{path}: {note}. It was kept as {aside.name}, and a new {RUN_FILE} is started.")
         entries = []
     ids = [e.get('id') for e in entries]
     if entry['id'] in ids: entries[ids.index(entry['id'])] = entry
