@@ -278,7 +278,7 @@ class ProgressCallback(Callback):
         "The values of the next row, by column name."
         learn = self.learn
         row = {'epoch': learn.epoch + 1}  # (counted from 1, as the bars and messages count)
-        if learn.fit_state.n_steps is not None: row['step'] = learn.step
+        if learn.fit_state.n_steps is not None or learn.fit_state.eval_every: row['step'] = learn.step  # (rows within an epoch)
         histories = learn.storage.histories()
         losses = ([n for n in histories if 'loss' in n and not n.startswith('valid/')] if learn.fit_state.plan.get('method') == 'loop'
                   else ['train/loss'])  # (a loop you write: the losses it logs)
