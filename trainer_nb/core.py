@@ -137,7 +137,7 @@ def add_note(exc: BaseException, note: str) -> BaseException:
     else: exc.__notes__ = [*getattr(exc, '__notes__', []), note]
     return exc
 
-# %% ../nbs/00_core.ipynb #462e3911
+# %% ../nbs/00_core.ipynb #8227b037
 def warn_at_caller(message: str, # what to say
                    category: type[Warning] = UserWarning, # the warning's class
                   ):

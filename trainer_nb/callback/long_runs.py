@@ -218,11 +218,15 @@ def long_fit(learn,
     "What `fit(..., time_limit=..., resume=...)` hands over to: the fit, or its resume, with a `TimeLimit` while it runs."
     if resume not in (None, 'auto'): raise ValueError(f"fit(resume=...) takes 'auto' or None, got {resume!r}.")
     limit = [] if time_limit is None else [TimeLimit(time_limit)]
-    with learn.added_cbs(limit):
-        how = 'fresh' if resume is None else auto_resume(learn, n_epochs, n_steps)
-        if how == 'fresh': start()
-        elif how == 'resume':
-            for _ in learn.run(*learn.resumed_fit(cbs), resumed=True): pass
+    hint = learn.resume_hint  # (what stop messages name: with resume='auto', this same call continues the fit)
+    if resume == 'auto' and hint == 'learn.resume()': learn.resume_hint = "running the same fit(..., resume='auto') again"
+    try:
+        with learn.added_cbs(limit):
+            how = 'fresh' if resume is None else auto_resume(learn, n_epochs, n_steps)
+            if how == 'fresh': start()
+            elif how == 'resume':
+                for _ in learn.run(*learn.resumed_fit(cbs), resumed=True): pass
+    finally: learn.resume_hint = hint
     if resume is not None and how != 'completed' and learn.stop_reason == 'completed' and not saves_last(learn):
         save_learner(learn, 'last')  # (`last` is the end of the fit: the script, run again, trains nothing more)
 

@@ -17,7 +17,7 @@ from ..memory import cuda_total_mb, gpu_text
 
 # %% auto #0
 __all__ = ['CLICK_ROUTE_IPYKERNEL', 'PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells',
-           'widget_bundle', 'status_line', 'PanelStatus', 'ControlPanelCallback', 'request_control']
+           'panel_message', 'widget_bundle', 'status_line', 'PanelStatus', 'ControlPanelCallback', 'request_control']
 
 # %% ../../nbs/12_callback.panel.ipynb #4dadc071
 CLICK_ROUTE_IPYKERNEL = ((7, 0), (8, 0))  # the ipykernel versions whose private routing this relies on (tested: 7.4)
@@ -90,11 +90,13 @@ def _kernel():
     return Kernel.instance() if Kernel.initialized() else None
 
 # %% ../../nbs/12_callback.panel.ipynb #a6eff84b
+# `{resume}`: what continues a stopped fit where it runs (`learn.resume_hint`): `learn.resume()`, or for a loop you
+# write, the same `for` cell again (`panel_message` fills it in)
 _INTERRUPT_HINT = ("interrupt the kernel (&#9632; in the toolbar, or I, I) to stop it cleanly after the current batch; "
-                   "learn.resume() then continues it")
+                   "{resume} then continues it")
 
 _MARIMO_HINT = ("press marimo's stop button (&#9632;, Interrupt) to stop it cleanly after the current batch; "
-                "learn.resume() then continues it")
+                "{resume} then continues it")
 
 PANEL_MESSAGES = {
     'running': "running",
@@ -111,6 +113,12 @@ PANEL_MESSAGES = {
     'late': ("This click reached the kernel only after the fit had ended: this frontend does not deliver widget "
              f"clicks while a cell runs. Next time, {_INTERRUPT_HINT}"),
 }
+
+def panel_message(state: str, # a key of `PANEL_MESSAGES`
+                  resume_hint: str = 'learn.resume()', # what continues the fit (`learn.resume_hint`)
+                 ) -> str:
+    "The status line's message for `state`, in HTML, naming `resume_hint` as what continues a stopped fit."
+    return PANEL_MESSAGES[state].format(resume=html.escape(resume_hint))
 
 def _ipywidgets():
     "The ipywidgets module, or None where it is not installed (it is an extra: `trainer_nb[widgets]`)."
@@ -196,7 +204,7 @@ class PanelStatus:
         "Show `state`, with `text` or its message; False, changing nothing, once the fit has ended."
         with self.lock:
             if self.state == 'ended': return False
-            if text is None: text = self._line() if state == 'running' else PANEL_MESSAGES[state]
+            if text is None: text = self._line() if state == 'running' else self._message(state)
             self._put(state, text)
             return True
 
@@ -206,9 +214,10 @@ class PanelStatus:
             if self.state == 'running' or (self.state == 'requested' and not self.learn.controls.waiting):
                 self._put('running', self._line())
             elif self.state in ('no_route', 'no_frontend', 'no_widgets', 'marimo', 'marimo_run'):
-                self._put(self.state, f"{self._line()}. {PANEL_MESSAGES[self.state]}")
+                self._put(self.state, f"{self._line()}. {self._message(self.state)}")
 
     def _line(self) -> str: return status_line(self.learn, self.t0, self.gpu_total_mb)
+    def _message(self, state: str) -> str: return panel_message(state, self.learn.resume_hint)
 
     def end(self, text: str):
         "The fit's last line."
@@ -217,7 +226,7 @@ class PanelStatus:
     def late(self):
         "A click that reached the kernel after the fit had ended: say why it stopped nothing."
         with self.lock:
-            self.text = PANEL_MESSAGES['late']
+            self.text = self._message('late')
             self.show(self.text)
 
 # %% ../../nbs/12_callback.panel.ipynb #11cfae1e
@@ -274,7 +283,7 @@ class ControlPanelCallback(Callback):
         self._row = widgets.HBox(list(self.buttons.values()))
         self.box = widgets.VBox([self._row, *own])
         self._handle = output_area(where)
-        self._handle.bundle(widget_bundle(self.box, f"Stop: {_INTERRUPT_HINT}."))
+        self._handle.bundle(widget_bundle(self.box, f"Stop: {_INTERRUPT_HINT.format(resume=html.escape(self.learn.resume_hint))}."))
 
     def _show_line(self, text: str):
         "Put the status line on screen: at once on the loop's thread; from another (a click's), at the next batch."
