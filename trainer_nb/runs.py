@@ -300,8 +300,12 @@ class Runs:
         if column.startswith('best ') and column[5:] in run.best: return as_number(run.best[column[5:]].get('value'))
         if column in run.final: return as_number(run.final[column])
         if column in run.perf: return as_number(run.perf[column])
-        if column == 'callbacks' and isinstance((run.settings or {}).get(column), list): return self._extra_callbacks(run)
-        return (run.settings or {}).get(column, _MISSING)
+        settings = run.settings or {}
+        if column == 'callbacks' and isinstance(settings.get(column), list): return self._extra_callbacks(run)
+        if column not in settings:  # a group of settings in this run ('schedule': its own columns): the names in it
+            inside = dict.fromkeys(k[len(column) + 1:].split('.')[0] for k in settings if k.startswith(f"{column}."))
+            return ', '.join(inside) if inside else _MISSING
+        return settings[column]
 
     def _extra_callbacks(self, run: Run) -> str:
         "The callbacks of `run` that not every run has, as '+GradientClip' (the ones all runs have go without saying)."
