@@ -318,7 +318,7 @@ class Learner:
             self.pred, self.yb = out.get('pred'), (out['target'],) if 'target' in out else self.yb
             self.callbacks.run('after_pred')
             self.loss, self.loss_parts = out['loss'], step_scalars(out)
-        check_loss(self.loss)
+        check_loss(self.loss, self.training)
         self.callbacks.run('after_loss')
         self.loss_grad = self.loss  # what backward() runs on: callbacks may scale it in before_backward
 

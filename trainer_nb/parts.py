@@ -141,9 +141,15 @@ def batch_size(xb: tuple | dict, yb: tuple) -> int:
 # %% ../nbs/03d_parts.ipynb #53ca554e
 STEP_KEYS = ('loss', 'pred', 'target')  # what a `train_step` returns besides the scalars it logs
 
-def check_loss(loss):
-    "Refuse a loss that is not a scalar tensor, with the usual cause."
-    if loss is None or isinstance(loss, torch.Tensor) and loss.ndim == 0: return
+def check_loss(loss,
+               training: bool = False, # a training batch's: backward() must be able to run through it
+              ):
+    "Refuse a loss that is not a scalar tensor (or, in training, one with no gradient), with the usual cause."
+    if loss is None or isinstance(loss, torch.Tensor) and loss.ndim == 0 and (loss.requires_grad or not training): return
+    if isinstance(loss, torch.Tensor) and loss.ndim == 0:
+        raise RuntimeError("The training loss does not require grad, so backward() cannot run through it: it was "
+                           "computed under torch.no_grad(), from detached values (.detach(), .item(), .numpy()), or "
+                           "from a model whose parameters are all frozen. Compute it from the model's output tensor.")
     if not isinstance(loss, torch.Tensor):
         raise TypeError(f"The loss must be a scalar tensor, got a {type(loss).__name__}: return the tensor itself "
                         "(not loss.item()), so that backward() can run through it.")
