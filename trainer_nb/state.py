@@ -314,7 +314,8 @@ def fit_position(learn) -> str:
     "Where the running fit of `learn` is, in words: the note on an error that ends it (see `fit_error`)."
     state = learn.fit_state
     phase = 'training' if learn.training else 'validation'
-    where = f"{phase} batch {state.iter + 1}" if learn.dl is not None else "before any batch"
+    started = learn.dl is not None and not (learn.training and state.epoch_iter == 0)  # (an epoch's first batch counts)
+    where = f"{phase} batch {state.iter + 1}" if started else "before any batch"
     return f"{epoch_label(state)}, {where}, after {state.fit_steps} optimizer steps"
 
 def fit_status(learn) -> str:
