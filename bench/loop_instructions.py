@@ -13,9 +13,17 @@ Instructions are not time: a count that falls by 1% can leave the wall time wher
 prediction and allocation weigh too). Use it to see where the work is, and `ab_commit.py` for time.
 Needs valgrind (apt-get install valgrind). Takes about 20 s a variant.
 
+With `--mlp`, the variants of `overhead.py` instead (the issue's benchmark: the MLP, fits that include making the
+learner, as `overhead.py` times them): `hand`, `bare`, `default`, and the default without one or more of its callbacks
+(`default-writer`, `default-live_plot-progress`: callback names joined by `-`). Each is counted at two step counts
+(`--steps` and three times as many); the difference gives the instructions a step, and what is left the fixed cost of
+a fit (the learner made, `before_fit`, `after_fit` with its final figure and files). About a minute a variant.
+
 Run: python bench/loop_instructions.py [--commit 7dfc9bd] [--steps 1000]
+     python bench/loop_instructions.py --mlp [--steps 500] [--variants hand,bare,default,default-writer]
 """
 import argparse
+import contextlib
 import os
 import re
 import subprocess
@@ -24,9 +32,11 @@ import tempfile
 from pathlib import Path
 
 import torch
+from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ab_commit  # noqa: E402
+import overhead  # noqa: E402
 
 
 def counting(on: bool):
@@ -53,10 +63,50 @@ def child(variant: str, steps: int, commit: str | None):
     counting(False)
 
 
-def count(variant: str, steps: int, commit: str | None) -> int:
+def mlp_variant(name: str):
+    "A variant of `overhead.py` (`hand`, `bare`, `default`), or `default-<callback>-...`: the default without those callbacks."
+    if name in ('hand', 'bare', 'default'): return overhead.VARIANTS[name]
+    base, *removed = name.split('-')
+    if base != 'default' or not removed: raise ValueError(f"Unknown variant {name!r}: hand, bare, default, default-<callback>...")
+
+    def fit(dl, steps: int, out: str):
+        learn = ab_commit.Learner(overhead.make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu')
+        for cb in removed: learn.remove_cb(cb)
+        with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f): learn.fit(n_steps=steps)
+    return fit
+
+
+def mlp_child(variant: str, steps: int):
+    "Run one variant of the MLP benchmark, counting only its measured fit (two fits before it warm up)."
+    torch.set_num_threads(1)
+    dl, out, fit = overhead.make_data(), tempfile.mkdtemp(), mlp_variant(variant)
+    for _ in range(2): fit(dl, 50, out)  # (imports, the first figure, the loader's workers: not the fit's cost)
+    counting(True)
+    fit(dl, steps, out)
+    counting(False)
+
+
+def mlp_table(variants: list[str], steps: int):
+    "Instructions a step and a fit's fixed instructions of each variant, from fits of `steps` and `3 * steps` steps."
+    print(f"instructions of the MLP benchmark of overhead.py (fits of {steps} and {3 * steps} steps, torch {torch.__version__})")
+    print("| variant | a step | over hand | fixed, a fit | at 2000 steps, to hand |")
+    print("|---|---|---|---|---|")
+    costs = {}
+    for v in variants:
+        short, long = count(v, steps, None, mlp=True), count(v, 3 * steps, None, mlp=True)
+        per_step = (long - short) / (2 * steps)
+        costs[v] = per_step, short - steps * per_step
+        hand = costs.get('hand', costs[v])
+        ratio = (costs[v][1] + 2000 * per_step) / (hand[1] + 2000 * hand[0])
+        print(f"| {v} | {per_step / 1e3:.1f}k | {(per_step - hand[0]) / 1e3:+.1f}k | {costs[v][1] / 1e6:.1f}M "
+              f"| {ratio:.3f} |", flush=True)
+
+
+def count(variant: str, steps: int, commit: str | None, mlp: bool = False) -> int:
     "The instructions counted in a child process running `variant`."
     cmd = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--callgrind-out-file=/dev/null', sys.executable,
-           __file__, '--child', variant, '--steps', str(steps)] + (['--commit', commit] if commit else [])
+           __file__, '--child', variant, '--steps', str(steps)] + (['--commit', commit] if commit else []) + \
+          (['--mlp'] if mlp else [])
     env = dict(os.environ, PYTHONHASHSEED='0')  # (string hashes change dict probing from run to run otherwise)
     run = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     return int(re.search(r'Collected : (\d+)', run.stderr).group(1))
@@ -66,9 +116,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--commit', help="also count the learner of this commit")
     parser.add_argument('--steps', type=int, default=1000)
+    parser.add_argument('--mlp', action='store_true', help="overhead.py's MLP variants, a cost a step and a fixed cost")
+    parser.add_argument('--variants', default='hand,bare,default', help="with --mlp: the variants, comma-separated")
     parser.add_argument('--child', help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child: return child(args.child, args.steps, args.commit)
+    if args.child: return mlp_child(args.child, args.steps) if args.mlp else child(args.child, args.steps, args.commit)
+    if args.mlp: return mlp_table(args.variants.split(','), args.steps)
     variants = ['hand', 'bare', 'bare_noguard'] + (['bare_then'] if args.commit else [])
     per_step = {v: count(v, args.steps, args.commit) / args.steps for v in variants}
     print(f"instructions a step (tiny model, {args.steps} steps, torch {torch.__version__})")
