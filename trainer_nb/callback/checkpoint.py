@@ -109,7 +109,7 @@ class CheckpointCallback(PeriodicCheckpoints):
         _check_args(every_steps, every_epochs, keep, mode)
         super().__init__(every_steps, every_epochs, keep, save_last, background)
         self.monitor = monitor
-        self.mode = auto_mode(monitor or '') if mode == 'auto' else mode  # (as `EarlyStopping` and run.json's `best`)
+        self.mode = auto_mode(monitor) if mode == 'auto' and monitor is not None else mode  # (as `EarlyStopping` does)
         self.best: float | None = None
         self.best_path: Path | None = None  # the best checkpoint so far
         self._weights = None  # the model's own weights, while the test set is evaluated with the best ones
