@@ -246,4 +246,5 @@ def test_a_loss_spike_in_one_process_rolls_every_process_back_together(tmp_path)
         assert [(r['step'], r['to_step'], r['skipped']) for r in rb0] == [(7, 5, [{'epoch': 0, 'first': 5, 'last': 7}])]
         assert [(r['step'], r['to_step'], r['skipped']) for r in rb1] == [(r['step'], r['to_step'], r['skipped']) for r in rb0]
         assert step0 == step1 and w0 == w1  # (the process that saw no spike rolled back too)
+        assert rb0[0]['loss'] == rb1[0]['loss'] > 1e3  # both say the spike's loss, not process 0's own (about 2)
     assert on_1[0][4] == on_0[0][4]  # the same end, whichever process saw the spike

@@ -263,6 +263,9 @@ class LossSpikes(Callback):
                  lr_scale: float | None = None, # after a rollback, scale the lr by this (`learn.controls.scale_lr`)
                 ):
         if not factor > 1: raise ValueError(f"LossSpikes(factor=...) must be > 1, got {factor!r}.")
+        if lr_scale is not None and not (isinstance(lr_scale, (int, float)) and 0 < lr_scale < math.inf):
+            raise ValueError(f"LossSpikes(lr_scale=...) is the factor of the lr after a rollback, a number > 0 (0.5 halves "
+                             f"it), or None; got {lr_scale!r}.")
         for name, value in (('window', window), ('keep_every', keep_every), ('max_rollbacks', max_rollbacks),
                             ('within', within)): whole_number(value, name)
         self.factor, self.window, self.keep_every = factor, window, keep_every
@@ -272,8 +275,11 @@ class LossSpikes(Callback):
         self.kept: dict | None = None  # the state of the last kept boundary
 
     def before_fit(self):
+        if self.learn.fit_kind == 'resume':  # the same run goes on: with its window of losses (in the checkpoint too)...
+            if self.kept is None: self._keep()  # ...and its kept boundary, but after a restart that was in the memory of the process that stopped
+            return
         self.losses.clear()
-        self._keep()  # (where a fit starts, or resumes, is a boundary to come back to)
+        self._keep()  # (where a fit starts is a boundary to come back to)
 
     def after_step(self):
         if self.learn.fit_state.step % self.keep_every == 0: self._keep()
@@ -282,12 +288,20 @@ class LossSpikes(Callback):
         learn = self.learn
         loss = float(learn.loss.detach())  # (one synchronisation a batch on a GPU)
         spike = not math.isfinite(loss) or (len(self.losses) == self.window and loss > self.factor * (sum(self.losses) / self.window))
-        if learn.comm.world_size > 1: spike = learn.comm.any(spike)  # (all processes roll back together)
+        if learn.comm.world_size > 1:  # (all processes roll back together, and say the same loss: the spiking ones')
+            spike, loss = self._agreed(spike, loss)
         if not spike:
             self.losses.append(loss)
             return
         self._roll_back(loss)
         raise CancelBatchException  # (this batch: no backward, no step)
+
+    def _agreed(self, spike: bool, loss: float) -> tuple[bool, float]:
+        "Several processes: whether any saw a spike, and then the mean loss of those that did (a NaN if any was)."
+        comm = self.learn.comm
+        if not comm.any(spike): return False, loss
+        total, count = comm.all_reduce_sum([loss if spike else 0., float(spike)])
+        return True, total / count
 
     def _keep(self):
         "Keep, in memory, what a rollback puts back: model, optimizer, tracked objects, callbacks, step counters, random states."
@@ -337,5 +351,7 @@ class LossSpikes(Callback):
         record = getattr(self.learn, 'run_record', None)  # (run.json names the batches skipped)
         if record is not None and record.entry is not None: record.entry['rollbacks'] = list(self.rollbacks)
 
-    def state_dict(self) -> dict: return {'rollbacks': [dict(r) for r in self.rollbacks]}
-    def load_state_dict(self, state: dict): self.rollbacks = [dict(r) for r in state['rollbacks']]
+    def state_dict(self) -> dict: return {'rollbacks': [dict(r) for r in self.rollbacks], 'losses': list(self.losses)}
+    def load_state_dict(self, state: dict):
+        self.rollbacks = [dict(r) for r in state['rollbacks']]
+        self.losses = deque(state.get('losses', []), maxlen=self.window)  # (a checkpoint of an older version has none)
