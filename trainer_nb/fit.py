@@ -143,7 +143,8 @@ class FitRun:
         "Validate if the fit state says so (`eval_every` steps, the epoch's end); mid-epoch, then go back to training."
         learn = self.learn
         if learn.dls.valid is None or not self.state.eval_due(epoch_end): return
-        learn.validation(learn.dls.valid)
+        with restored_rng():  # (the training's random streams go on as if it had not run, whatever its loader draws)
+            learn.validation(learn.dls.valid)
         self.state.last_eval_step = self.state.fit_steps
         if not epoch_end: learn.set_mode(True, learn.dls.train)
 

@@ -18,7 +18,7 @@ from .state import fit_position
 
 # %% auto #0
 __all__ = ['running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures', 'out_of_memory_message',
-           'OutOfMemory']
+           'validation_out_of_memory_message', 'OutOfMemory']
 
 # %% ../nbs/03e_out_of_memory.ipynb #1ee8895f
 def running_stats(model: nn.Module) -> list[torch.Tensor]:
@@ -98,6 +98,18 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
             f"{fix} splits each batch in {k} parts (the same result, less memory), or MicroBatches('auto') finds the "
             "parts; or use a smaller batch size; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before "
             f"the first CUDA call (fragmented memory). {resume_hint} retries the same batch.")
+
+def validation_out_of_memory_message(where: str, # the batch, in words (`fit_position`)
+                                     n_samples: int, # its samples (in this process)
+                                     device: torch.device, # where the fit trains
+                                     error: str, # the first line of the error
+                                     resume_hint: str = 'learn.resume()', # what continues the fit, in its context
+                                    ) -> str:
+    "What an out-of-memory stop in a validation prints: MicroBatches splits training batches only, so the fix is the loader's."
+    return (f"Out of memory in {where} ({n_samples} samples): {error} The fit stopped before this validation, and "
+            f"nothing of it is kept.{memory_figures(device)} MicroBatches splits training batches, not validation "
+            f"ones: give the validation loader smaller batches (learn.dls.valid = DataLoader(valid_ds, "
+            f"batch_size={max(n_samples // 2, 1)})), then {resume_hint} validates again.")
 
 # %% ../nbs/03e_out_of_memory.ipynb #b1e0d7a3
 _CANNOT_UNDO = ("(out of memory where the fit cannot undo the batch: in the optimizer step or after it, in a backward pass "
@@ -181,6 +193,6 @@ class OutOfMemory:
         if not learn.in_fit:
             raise torch.OutOfMemoryError(f"Out of memory in {where} ({n} samples): {error} Nothing of it is kept. "
                                          f"Evaluate with smaller batches (a loader with batch_size={max(n // 2, 1)}).")
-        print(out_of_memory_message(where, n, learn.device, error, learn.resume_hint), flush=True)
+        print(validation_out_of_memory_message(where, n, learn.device, error, learn.resume_hint), flush=True)
         learn.controls.set_stop('out_of_memory')
         raise CancelFitException('out of memory')
