@@ -12,10 +12,10 @@ from .core import warn_at_caller
 from .state import check_resumable
 
 # %% auto #0
-__all__ = ['LOOP_HINT', 'Loop', 'check_tracked', 'warn_untracked', 'make_loop']
+__all__ = ['LOOP_HINT', 'Loop', 'check_tracked', 'trains_any', 'warn_untracked', 'make_loop']
 
 # %% ../nbs/04c_loop.ipynb #9e9b67fb
-LOOP_HINT = 'running the same `for ... in loop:` cell again'  # what continues a stopped loop, as messages say it
+LOOP_HINT = 'iterating the same loop again (for ... in loop:) or learn.loop(resume=True)'  # what continues a stopped loop, as messages say it
 
 class Loop:
     "The batches of a fit whose step you write: iterate over it (again, to continue it after a stop); `log`, `stop`."
@@ -64,12 +64,19 @@ def check_tracked(objects: dict) -> dict:
 
 _TRACKABLE = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, torch.amp.GradScaler)
 
+def trains_any(obj, params: set) -> bool:
+    "Whether `obj`, an optimizer or a scheduler of one, updates any of `params` (their ids); a scaler: True (it cannot say)."
+    opt = obj if isinstance(obj, torch.optim.Optimizer) else getattr(obj, 'optimizer', None)
+    if not isinstance(opt, torch.optim.Optimizer): return True
+    return any(id(p) in params for group in opt.param_groups for p in group['params'])
+
 def warn_untracked(learn, frame):
-    "Warn about the optimizers, schedulers and scalers among `frame`'s variables that `learn` neither tracks nor owns."
+    "Warn about the optimizers, schedulers and scalers of `learn`'s model among `frame`'s variables that `learn` neither tracks nor owns."
     known = {id(o) for o in (learn.opt, *learn.tracked.values())}
+    params = {id(p) for p in learn.model.parameters()}  # (an optimizer of another model, left from an earlier cell: not named)
     names = {**frame.f_globals, **frame.f_locals}
     missing = sorted(n for n, v in names.items() if isinstance(v, _TRACKABLE) and id(v) not in known
-                     and not n.startswith('_'))
+                     and not n.startswith('_') and trains_any(v, params))
     if missing:
         warn_at_caller(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not tracked: a resume after a "
                        f"restart would start {'it' if len(missing) == 1 else 'them'} afresh. Track "

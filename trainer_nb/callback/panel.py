@@ -91,7 +91,7 @@ def _kernel():
 
 # %% ../../nbs/12_callback.panel.ipynb #a6eff84b
 # `{resume}`: what continues a stopped fit where it runs (`learn.resume_hint`): `learn.resume()`, or for a loop you
-# write, the same `for` cell again (`panel_message` fills it in)
+# write, the same loop again (`panel_message` fills it in)
 _INTERRUPT_HINT = ("interrupt the kernel (&#9632; in the toolbar, or I, I) to stop it cleanly after the current batch; "
                    "{resume} then continues it")
 
