@@ -217,6 +217,10 @@ def long_fit(learn,
             ):
     "What `fit(..., time_limit=..., resume=...)` hands over to: the fit, or its resume, with a `TimeLimit` while it runs."
     if resume not in (None, 'auto'): raise ValueError(f"fit(resume=...) takes 'auto' or None, got {resume!r}.")
+    if resume == 'auto' and not any(isinstance(cb, (SaveOnStop, PeriodicCheckpoints)) for cb in [*learn.cbs, *cbs]):
+        raise ValueError("fit(..., resume='auto') continues from checkpoints/last, which nothing in this learner writes "
+                         "when a fit stops: add SaveOnStop() (one of the default callbacks, left out by "
+                         "default_cbs=False) or a CheckpointCallback.")
     limit = [] if time_limit is None else [TimeLimit(time_limit)]
     hint = learn.resume_hint  # (what stop messages name: with resume='auto', this same call continues the fit)
     if resume == 'auto' and hint == 'learn.resume()': learn.resume_hint = "running the same fit(..., resume='auto') again"
