@@ -13,14 +13,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .core import BatchMessage, find_bs, unwrap_model
+from .core import BatchMessage, add_note, find_bs, unwrap_model
 
 # %% auto #0
 __all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'check_lr', 'check_device',
            'check_parts', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders', 'refuse_nested',
            'split_batch', 'call_model', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field',
-           'is_loss_dict', 'model_loss', 'predictions', 'describe_output', 'set_lr', 'scaled_step', 'skips_on_device',
-           'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
+           'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'set_lr', 'scaled_step',
+           'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -185,7 +185,9 @@ def model_loss(output, # what the model returned
               ) -> tuple:
     "The loss of a model's `output` and its parts to log (see the table above)."
     if loss_func is not None:  # (predictions on unlabelled data have no target, and no loss)
-        return (loss_func(output, *yb), None) if training or yb else (None, None)
+        if not (training or yb): return None, None
+        try: return loss_func(output, *yb), None
+        except Exception as e: raise add_note(e, loss_func_note(output, yb))  # (what it got: torch's error says little)
     loss = output_field(output, 'loss')
     if loss is not None: return loss, None
     if is_loss_dict(output): return sum(output.values()), dict(output)
@@ -195,6 +197,20 @@ def model_loss(output, # what the model returned
                         "give the model its targets, as a 'labels' key of a dict batch (a transformers model computes "
                         "its loss from them); or make the model return a dict of losses; or pass train_step=....")
     return None, None
+
+def loss_func_note(output, # what the model returned
+                   yb: tuple, # the targets
+                  ) -> str:
+    "The note on an error raised by `loss_func`: what it got, shapes and dtypes (a tuple output: how to unpack it)."
+    def words(v):
+        if isinstance(v, torch.Tensor): return f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}"
+        if isinstance(v, (tuple, list)): return f"a {type(v).__name__} of {', '.join(words(x) for x in v)}"
+        return type(v).__name__
+    note = f"(loss_func(output, *targets) got the output {words(output)} and the targets {', '.join(map(words, yb)) or 'none'}"
+    if isinstance(output, (tuple, list)):
+        note += ("; the model's output is passed whole: unpack it in a loss_func of yours, e.g. "
+                 "lambda out, y: F.cross_entropy(out[0], y)")
+    return note + ')'
 
 def predictions(output):
     "What metrics and `get_preds` see of a model's `output`: its `logits` when it has them, else the output."
