@@ -2,6 +2,8 @@
 is the kernel; processes 1.. are fresh interpreters that it starts."""
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -154,3 +156,19 @@ class Hang(Callback):
         assert status == 'error' and 'Process 1 of the distributed run did not answer' in out, out
         assert time.time() - t0 < 5 + 10, out  # (the timeout, the grace, the end)
         assert 'children: []' in run_ok(k, NO_CHILD)
+
+
+def test_launch_leaves_the_excepthook_as_it_was(tmp_path):
+    "torch's init_process_group wraps sys.excepthook to prefix '[rank0]: ', once more at each group: a script that "
+    "launches twice, then fails, prints its traceback once, without the prefixes of groups that have ended."
+    script = tmp_path / 'twice.py'
+    script.write_text("import sys, torch.distributed as dist\n"
+                      "from trainer_nb.launch import launch\n"
+                      "def work(): return dist.get_rank()\n"
+                      "if __name__ == '__main__':\n"
+                      "    hook = sys.excepthook\n"
+                      "    print(launch(work, 2), launch(work, 2), sys.excepthook is hook, flush=True)\n"
+                      "    raise ValueError('the script fails later')\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and run.stdout.strip() == '0 0 True', (run.stdout, run.stderr)
+    assert 'ValueError: the script fails later' in run.stderr and '[rank0]' not in run.stderr, run.stderr

@@ -147,6 +147,7 @@ class Workers:
         self.procs, self.conns, self.logs, self.results = [], [], [], []
         self.learn = None  # process 0's learner, for a `distribute` run
         self.threads, self.saved_env = torch.get_num_threads(), {k: os.environ.get(k) for k in _ENV_KEYS}
+        self.excepthook = sys.excepthook  # (init_process_group wraps it to prefix '[rank0]: ', once more each time)
         share = max(1, self.threads // nprocs)  # each process gets its share of the cores
         env = dict(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(free_port()), WORLD_SIZE=str(nprocs))
         _live_workers.add(self)
@@ -285,6 +286,7 @@ class Workers:
         for k, v in self.saved_env.items():
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
+        sys.excepthook = self.excepthook
 
     def __repr__(self):
         return f"Workers({self.nprocs} processes, {self.backend}, {self.closed or 'running'})"
