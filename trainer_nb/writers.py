@@ -174,12 +174,13 @@ def metrics_series(records: list[dict]) -> dict[str, tuple[list, list]]:
 class ConsoleWriter(EventWriter):
     "Print the iteration, an ETA and the latest scalars on one line."
     def __init__(self,
-                 max_iter: int | None = None, # the last iteration, for the ETA (the Learner fills it in)
+                 max_iter: int | None = None, # the last iteration, for the ETA (None: the Learner sets it at each fit)
                  window: int = 20, # smoothing window
                  print_fn=print, # where lines go
                 ):
         super().__init__()
         self.max_iter, self.window, self.print_fn = max_iter, window, print_fn
+        self.follows_fits = max_iter is None  # (the Learner sets `max_iter` to each fit's last step: `WriterCallback`)
 
     def _eta(self, storage: EventStorage) -> str:
         "The time left at the median step time of the last 1000 steps ('' without step times or a last iteration)."

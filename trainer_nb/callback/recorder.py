@@ -179,7 +179,7 @@ class WriterCallback(Callback):
             self._load_writers(self._pending_state)
             self._pending_state = None
         for w in self.writers:
-            if isinstance(w, ConsoleWriter) and w.max_iter is None: w.max_iter = self.learn.fit_state.final_step
+            if isinstance(w, ConsoleWriter) and w.follows_fits: w.max_iter = self.learn.fit_state.final_step  # (each fit's)
 
     def after_batch(self):  # after the Recorder has logged this batch
         learn = self.learn

@@ -181,6 +181,6 @@ class ReduceLROnPlateau(TrackerCallback):
         if self.wait < self.patience: return
         self.wait = 0
         groups = self.learn.opt.param_groups
-        for g in groups: g['lr'] = max(g['lr'] / self.factor, self.min_lr)
+        for g in groups: g['lr'] = min(g['lr'], max(g['lr'] / self.factor, self.min_lr))  # (an lr already below min_lr stays)
         self.print_fn(f"ReduceLROnPlateau: no improvement of {self.monitor}; lr is now {groups[0]['lr']:.3g} "
                       f"(step {self.learn.step}).")
