@@ -301,11 +301,9 @@ class LossSpikes(Callback):
         raise CancelBatchException  # (this batch: no backward, no step)
 
     def _agreed(self, spike: bool, loss: float) -> tuple[bool, float]:
-        "Several processes: whether any saw a spike, and then the mean loss of those that did (a NaN if any was)."
-        comm = self.learn.comm
-        if not comm.any(spike): return False, loss
-        total, count = comm.all_reduce_sum([loss if spike else 0., float(spike)])
-        return True, total / count
+        "Several processes, in one collective: whether any saw a spike, and then the mean loss of those that did (a NaN if any was)."
+        total, count = self.learn.comm.all_reduce_sum([loss if spike else 0., float(spike)])
+        return (True, total / count) if count else (False, loss)
 
     def _keep(self):
         "Keep, in memory, what a rollback puts back: model, optimizer, tracked objects, callbacks, step counters, random states."

@@ -114,11 +114,11 @@ PANEL_MESSAGES = {
              f"clicks while a cell runs. Next time, {_INTERRUPT_HINT}"),
 }
 
-def panel_message(state: str, # a key of `PANEL_MESSAGES`
+def panel_message(state: str, # a key of `PANEL_MESSAGES`, or the text of a message with `{resume}` in it
                   resume_hint: str = 'learn.resume()', # what continues the fit (`learn.resume_hint`)
                  ) -> str:
     "The status line's message for `state`, in HTML, naming `resume_hint` as what continues a stopped fit."
-    return PANEL_MESSAGES[state].format(resume=html.escape(resume_hint))
+    return PANEL_MESSAGES.get(state, state).format(resume=html.escape(resume_hint))
 
 def _ipywidgets():
     "The ipywidgets module, or None where it is not installed (it is an extra: `trainer_nb[widgets]`)."
@@ -283,7 +283,7 @@ class ControlPanelCallback(Callback):
         self._row = widgets.HBox(list(self.buttons.values()))
         self.box = widgets.VBox([self._row, *own])
         self._handle = output_area(where)
-        self._handle.bundle(widget_bundle(self.box, f"Stop: {_INTERRUPT_HINT.format(resume=html.escape(self.learn.resume_hint))}."))
+        self._handle.bundle(widget_bundle(self.box, f"Stop: {panel_message(_INTERRUPT_HINT, self.learn.resume_hint)}."))
 
     def _show_line(self, text: str):
         "Put the status line on screen: at once on the loop's thread; from another (a click's), at the next batch."
