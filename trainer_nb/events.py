@@ -22,6 +22,7 @@ _MAX_PENDING = 1024  # tensors kept unconverted before we convert them anyway (b
 
 def _to_floats(values: list) -> list[float]:
     "Convert a list of numbers and one-element tensors to floats, with one device sync for CUDA tensors."
+    if set(map(type, values)) == {float}: return values  # (the usual: floats, CPU tensors being read when logged)
     tensors = [v for v in values if isinstance(v, torch.Tensor) and not v.is_cpu]
     if len(tensors) > 1 and len({t.device for t in tensors}) == 1:
         converted = iter(torch.stack([t.detach().float().reshape(()) for t in tensors]).tolist())
@@ -109,10 +110,17 @@ class HistoryBuffer:
 
     def recent(self, n: int) -> list[tuple[float, int]]:
         "The last `n` kept values as `(value, iteration)` pairs, oldest first (all of them if fewer are kept)."
+        iters, values = self.columns(n)
+        return list(zip(values, iters))
+
+    def columns(self, n: int) -> tuple[list[int], list[float]]:
+        "The last `n` kept iterations and values, as two lists, oldest first: what a writer reads (see `JSONWriter`)."
         self._materialize()
         n = max(0, min(n, len(self._values)))
-        newest_first = zip(islice(reversed(self._values), n), islice(reversed(self._iters), n))
-        return list(newest_first)[::-1]
+        iters, values = list(islice(reversed(self._iters), n)), list(islice(reversed(self._values), n))
+        iters.reverse()
+        values.reverse()
+        return iters, values
 
     def values(self) -> list[tuple[float, int]]:
         "The kept values as `(value, iteration)` pairs, oldest first."

@@ -14,8 +14,8 @@ from .core import format_seconds, time_left
 from .events import EventStorage
 
 # %% auto #0
-__all__ = ['EventWriter', 'rows_by_iteration', 'JSONWriter', 'read_metrics', 'as_number', 'metrics_series', 'ConsoleWriter',
-           'TensorBoardWriter']
+__all__ = ['EventWriter', 'line_format', 'rows_by_iteration', 'logged_together', 'JSONWriter', 'read_metrics', 'as_number',
+           'metrics_series', 'ConsoleWriter', 'TensorBoardWriter']
 
 # %% ../nbs/01a_writers.ipynb #a3cc5c88
 class EventWriter:
@@ -46,6 +46,11 @@ def _json_line(record: dict) -> str:
     except ValueError:  # a NaN or an infinity
         return _STRICT_JSON.encode({k: v if math.isfinite(v) else str(v) for k, v in record.items()}) + '\n'
 
+def line_format(names) -> str:
+    "The %-format of a line of `names`' values: `line_format(names) % (iteration, *finite floats)` is `_json_line`'s line."
+    keys = ''.join(f", {json.dumps(name).replace('%', '%%')}: %r" for name in names)  # (%r: the repr json writes)
+    return '{"iter": %d' + keys + '}\n'
+
 # %% ../nbs/01a_writers.ipynb #084fc80d
 def rows_by_iteration(storage: EventStorage, # the storage to read
                       new: dict[str, int], # name -> how many of its latest values to take (`EventWriter._new_counts`)
@@ -56,6 +61,21 @@ def rows_by_iteration(storage: EventStorage, # the storage to read
     for name, n in new.items():
         for value, it in storage.smoothed(name, window, n): rows.setdefault(it, {})[name] = value
     return dict(sorted(rows.items()))
+
+def logged_together(storage: EventStorage, # the storage to read
+                    new: dict[str, int], # name -> how many of its latest values to take (`EventWriter._new_counts`)
+                   ) -> tuple[tuple[str, ...], list[tuple], dict[str, int]]:
+    "The largest group of `new`'s names logged at the same iterations, as rows `(iteration, *values)`; and the other names."
+    groups = {}  # the iterations of a group of names -> (its names, their values)
+    for name, n in new.items():
+        iters, values = storage.histories()[name].columns(n)
+        names, columns = groups.setdefault(tuple(iters), ([], []))
+        names.append(name)
+        columns.append(values)
+    iters, (names, columns) = max(groups.items(), key=lambda group: len(group[0]) * len(group[1][0]))
+    if list(iters) != sorted(set(iters)) or set(map(type, iters)) != {int} or not math.isfinite(sum(map(sum, columns))):
+        return (), [], new
+    return tuple(names), list(zip(iters, *columns)), {name: k for name, k in new.items() if name not in names}
 
 class JSONWriter(EventWriter):
     "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
@@ -75,22 +95,35 @@ class JSONWriter(EventWriter):
 
     def write(self, storage: EventStorage):
         "Make the lines of what is new in `storage`; they reach the file at the next flush (now, if one is due)."
-        records = rows_by_iteration(storage, self._new_counts(storage), self.window)  # iteration -> its new values
-        if records:
+        new = self._new_counts(storage)  # name -> how many of its values are new
+        if new:
             if self._file is None: self._open()
-            self._add_lines(records)
+            self._add_lines(storage, new)
         if self._lines and time.monotonic() - self._flushed_at >= self.flush_every: self.flush()
 
-    def _add_lines(self, records: dict[int, dict]):
-        "Add a line per iteration of `records`, in order; our last line is made again if it gets more values."
+    def _add_lines(self, storage: EventStorage, new: dict[str, int]):
+        "Add a line per new iteration, in order; our last line is made again if it gets more values."
+        names, rows, rest = logged_together(storage, new) if self.window == 1 else ((), [], new)
+        records = rows_by_iteration(storage, rest, self.window)  # the values not in `rows`: iteration -> its values
         last = self._last
+        if records or last is not None and rows and rows[0][0] <= last['iter']:  # a row that shares its line: a record
+            shared = records.keys() | ({last['iter']} if last is not None else set())
+            for it, *values in [row for row in rows if row[0] in shared]:
+                record = {**dict(zip(names, values)), **records.get(it, {})}
+                records[it] = {name: record[name] for name in new if name in record}  # (in the storage's order)
+            rows = [row for row in rows if row[0] not in records]
         if last is not None and last['iter'] in records:
             records[last['iter']] = {**last, **records[last['iter']]}
             if self._lines: self._lines.pop()      # (not in the file yet)
             else: self._offset = self._last_start  # (the next flush cuts it off the file)
-        for it in sorted(records):
-            self._last = {'iter': it, **records[it]}
-            self._lines.append(_json_line(self._last))
+        line = line_format(names)
+        if not records: self._lines.extend(map(line.__mod__, rows))  # (a write of steps only: a format a line)
+        else:
+            lines = [(row[0], row) for row in rows] + [(it, None) for it in records]
+            self._lines.extend(_json_line({'iter': it, **records[it]}) if row is None else line % row
+                               for it, row in sorted(lines, key=lambda x: x[0]))
+        it = max(rows[-1][0] if rows else -math.inf, max(records, default=-math.inf))
+        self._last = {'iter': it, **(records[it] if it in records else dict(zip(names, rows[-1][1:])))}
 
     def flush(self):
         "Write the lines made since the last flush, and hand them to the operating system: any reader sees them then."
