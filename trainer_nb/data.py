@@ -18,9 +18,10 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
 # %% auto #0
 __all__ = ['loader_len', 'gives_batches_once', 'used_up', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler',
            'split_steps', 'count_steps', 'steps_of', 'ResumableBatches', 'resumable_batches', 'SeededIndex',
-           'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples', 'prepare_loader', 'prepare_loaders',
+           'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples', 'batching', 'prepare_loader', 'prepare_loaders',
            'ShardBatches', 'shard_loader', 'shard_loaders', 'step_samples', 'step_sizes', 'draw_epoch_seed',
-           'is_stateful', 'replays', 'seed_workers', 'epoch_batches', 'eval_batches', 'release_workers', 'timed']
+           'order_generator', 'is_stateful', 'replays', 'seed_workers', 'epoch_batches', 'eval_batches',
+           'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -265,26 +266,33 @@ def _with_batch_size(dl: DataLoader, batches) -> DataLoader:
     object.__setattr__(dl, 'drop_last', batches.drop_last)
     return dl
 
+def batching(dl: DataLoader) -> tuple:
+    "How `dl` batches: `(sampler, batch_size, drop_last)`, its own, or those of the torch `BatchSampler` it was given."
+    batches = dl.batch_sampler
+    if dl.batch_size is None and type(batches) is BatchSampler:  # DataLoader(ds, batch_sampler=BatchSampler(...))
+        return batches.sampler, batches.batch_size, batches.drop_last
+    return dl.sampler, dl.batch_size, dl.drop_last
+
 def prepare_loader(dl, train: bool = True):
     "Rebuild a torch `DataLoader` so that the learner controls its order (see above); other loaders pass through."
     if type(dl) is not DataLoader: return dl
     if isinstance(dl.worker_init_fn, IgnoreSigint): return dl  # prepared already
-    sampler = dl.sampler
-    default_batching = isinstance(dl.batch_sampler, BatchSampler) and type(dl.batch_sampler) is BatchSampler
+    sampler, batch_size, drop_last = batching(dl)
+    default_batching = type(dl.batch_sampler) is BatchSampler  # (torch's own, made by the loader or given to it)
     plain_random = type(sampler) is RandomSampler and not sampler.replacement and sampler._num_samples is None
     if (train and default_batching and not isinstance(dl.dataset, IterableDataset)
             and (plain_random or type(sampler) is SequentialSampler)):
         workers = dl.num_workers > 0
-        order = ResumableSampler(len(dl.dataset), shuffle=plain_random,
+        order = ResumableSampler(len(sampler), shuffle=plain_random,
                                  generator=sampler.generator if plain_random else None)
         init = IgnoreSigint(SeedSamples(dl.worker_init_fn) if workers else dl.worker_init_fn)
-        batches = ResumableBatches(order, dl.batch_size, dl.drop_last, seeded=workers)
+        batches = ResumableBatches(order, batch_size, drop_last, seeded=workers)
         return _with_batch_size(_rebuild(dl, batch_sampler=batches, worker_init_fn=init), batches)
     if dl.batch_sampler is not None and not default_batching:
         return _rebuild(dl, batch_sampler=dl.batch_sampler)
     if isinstance(dl.dataset, IterableDataset):
-        return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last)
-    return _rebuild(dl, batch_size=dl.batch_size, drop_last=dl.drop_last, sampler=sampler)
+        return _rebuild(dl, batch_size=batch_size, drop_last=drop_last)
+    return _rebuild(dl, batch_size=batch_size, drop_last=drop_last, sampler=sampler)
 
 def prepare_loaders(dls: DataLoaders) -> DataLoaders:
     "`prepare_loader` on each loader of `dls` (the training one with the learner's order)."
@@ -354,6 +362,14 @@ def draw_epoch_seed(dl) -> int:
     batches = resumable_batches(dl)
     if batches is not None: return batches.sampler.draw_seed()
     return int(torch.randint(0, 2**62, (1,)).item())
+
+def order_generator(dl) -> torch.Generator | None:
+    "The generator of yours that draws the order of `dl` (`shuffle=True, generator=g`, `RandomSampler(generator=g)`...), else None."
+    if is_stateful(dl): return None  # (its own `state_dict` holds it)
+    batches = resumable_batches(dl)
+    sampler = batches.sampler if batches is not None else getattr(dl, 'sampler', None)
+    generator = getattr(sampler, 'generator', None)
+    return generator if isinstance(generator, torch.Generator) else None
 
 def is_stateful(dl) -> bool:
     "Whether `dl` saves its own position (`state_dict`/`load_state_dict`, e.g. torchdata's StatefulDataLoader)."

@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from .core import whole_number
-from .data import draw_epoch_seed, epoch_batches, is_stateful, loader_len, replays, resumable_batches
+from .data import (draw_epoch_seed, epoch_batches, gives_batches_once, is_stateful, loader_len,
+                             order_generator, replays, resumable_batches)
 
 # %% auto #0
 __all__ = ['FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state', 'match_world',
@@ -239,9 +240,11 @@ class StopPoint:
         self.rng: dict | None = None       # the random states where the fit stopped
         self.valid_rng: dict | None = None # the random states at the start of the running validation
         self.loader: dict | None = None    # a stateful train loader's position where the fit stopped
-        self.epoch_rng: list | None = None # [epoch, random states at its start], for a loader that is replayed
+        self.epoch_rng: list | None = None # [epoch, random states at its start (a replayed loader), your order
+                                           #  generator's state at its start, and at its last batch] (see above)
         self.cb_states: dict = {}          # loaded states of callbacks the learner does not have (yet)
         self.held: list | None = None      # [batch, samples]: a batch taken from the loader and not trained on (OOM)
+        self.stream: list | None = None    # [loader, epoch, batches it gave]: an iterator, in this process (kept by `load`)
 
     def remember(self, train_dl):
         "At a clean stop: the random states (from the start of a cut-short validation) and the loader's position."
@@ -256,23 +259,65 @@ class StopPoint:
 
     def train_batches(self, dl, state: FitState):
         "The training batches of `state`'s epoch, from where it is (a replayed loader: from the epoch's random states)."
+        self._restore_order(dl, state)
         if state.seed_epoch != state.epoch:  # a new epoch draws its order; a resumed one keeps the order it drew
             state.epoch_seed, state.seed_epoch = draw_epoch_seed(dl), state.epoch
         held, self.held = self.held, None  # a batch already taken (an out-of-memory stop): first, then the ones after it
         skip, offset = (state.epoch_iter, state.epoch_offset) if held is None else (state.epoch_iter + 1,
                                                                                     state.epoch_offset + held[1])
-        batches = self._epoch_batches(dl, state, skip, offset)
+        if gives_batches_once(dl):  # an iterator: what it already gave in this process is not given again
+            not_given = self._not_given(dl, state, skip)
+            self.stream = [dl, state.epoch, skip]
+            skip = not_given
+        batches = self._tracked(dl, self._epoch_batches(dl, state, skip, offset))
         return batches if held is None else itertools.chain([held[0]], batches)
+
+    def _not_given(self, dl, state: FitState, skip: int) -> int:
+        "How many of the `skip` batches the epoch resumes after `dl`, an iterator, has not given yet in this process."
+        if self.stream is None or self.stream[0] is not dl or self.stream[1] != state.epoch: return skip  # (a new one)
+        given = self.stream[2]
+        if given > skip:
+            raise RuntimeError(f"The train loader is a {type(dl).__name__}, which gives its batches once: it gave "
+                               f"{given} batches of this epoch, and the fit resumes after {skip}, so it cannot go back. "
+                               f"Make a new learner with a new {type(dl).__name__}, load the checkpoint into it, "
+                               "and resume.")
+        return skip - given
 
     def _epoch_batches(self, dl, state: FitState, skip: int, offset: int):
         args = (dl, state.epoch, state.epoch_seed, skip, self.take_loader_state(), offset)
-        if not replays(dl): return epoch_batches(*args)
+        generator = order_generator(dl)
+        if not replays(dl) and generator is None: return epoch_batches(*args)
         if self.epoch_rng is None or self.epoch_rng[0] != state.epoch:  # a new epoch: remember how it starts
-            self.epoch_rng = [state.epoch, rng_states()]
+            order = None if generator is None else generator.get_state()
+            self.epoch_rng = [state.epoch, rng_states() if replays(dl) else None, order, order]
             return epoch_batches(*args)
+        if not replays(dl) or self.epoch_rng[1] is None: return epoch_batches(*args)
         with restored_rng():  # a resumed epoch: load its first batches again as they were loaded, then go on
             set_rng_states(self.epoch_rng[1])
             return epoch_batches(*args)
+
+    def _restore_order(self, dl, state: FitState):
+        "Put your generator of `dl`'s order where the fit had it: at the start of an epoch to replay, else at the last batch."
+        generator = order_generator(dl)
+        if generator is None or self.epoch_rng is None or len(self.epoch_rng) < 4: return  # (an older checkpoint: 2)
+        replayed = self.epoch_rng[0] == state.epoch and replays(dl)
+        saved = self.epoch_rng[2] if replayed else self.epoch_rng[3]
+        if saved is not None: generator.set_state(saved)
+
+    def _tracked(self, dl, batches):
+        "`batches`, and at each one what a resume needs: how many an iterator gave, where a replayed sampler left your generator."
+        stream = self.stream if gives_batches_once(dl) else None
+        generator = order_generator(dl) if replays(dl) else None  # (the learner's sampler draws from it once an epoch)
+        if stream is None and generator is None: return batches
+        return self._tracking(batches, stream, generator)
+
+    def _tracking(self, batches, stream: list | None, generator: torch.Generator | None):
+        "`batches`, counting each in `stream` and keeping `generator`'s state after it in `epoch_rng`."
+        for batch in batches:
+            if stream is not None: stream[2] += 1
+            if generator is not None:  # (a new list: a checkpoint being written keeps the one it has)
+                self.epoch_rng = [*self.epoch_rng[:3], generator.get_state()]
+            yield batch
 
     def restore_rng(self):
         "Put the random generators back where the fit stopped (if it stopped cleanly)."
@@ -281,6 +326,7 @@ class StopPoint:
     def load(self, rng: dict, loader: dict | None, cb_states: dict, epoch_rng: list | None = None,
              held: list | None = None):
         "The stop point of a checkpoint: its random states, loader position, unclaimed callback states, epoch's start."
+        # (not `stream`: an iterator of this process stands where it stands, whatever checkpoint is loaded)
         self.rng, self.loader, self.cb_states, self.fit_cbs, self.valid_rng = rng, loader, cb_states, None, None
         self.epoch_rng, self.held = epoch_rng, held
 
