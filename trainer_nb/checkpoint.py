@@ -27,11 +27,11 @@ from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_r
 
 # %% auto #0
 __all__ = ['FORMAT', 'learner_state', 'learner_extras', 'own_callbacks', 'pending_grads', 'nonfinite_weights',
-           'check_learner_state', 'restore_learner', 'restore_extras', 'restore_tracked', 'warn_unclaimed',
-           'rebuild_callbacks', 'callbacks_after_restart', 'is_sharded_checkpoint', 'publish', 'link_folder',
-           'remove_checkpoint', 'BackgroundSave', 'wait_for_save', 'poll_save', 'snapshot', 'save_in_background',
-           'checkpoint_io', 'collective_checkpoints', 'checkpoint_path', 'save_learner', 'find_checkpoint',
-           'load_learner']
+           'check_learner_state', 'not_a_checkpoint', 'restore_learner', 'restore_extras', 'restore_tracked',
+           'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart', 'is_sharded_checkpoint', 'publish',
+           'link_folder', 'remove_checkpoint', 'BackgroundSave', 'wait_for_save', 'poll_save', 'snapshot',
+           'save_in_background', 'checkpoint_io', 'collective_checkpoints', 'checkpoint_path', 'save_learner',
+           'find_checkpoint', 'checkpoint_names', 'missing_checkpoint', 'load_learner']
 
 # %% ../nbs/06_checkpoint.ipynb #46744a96
 FORMAT = 'trainer_nb.checkpoint/3'  # 3: the frozen parameters fingerprinted ('frozen'); 2 held them all
@@ -81,8 +81,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 # %% ../nbs/06_checkpoint.ipynb #930ca4b8
 def check_learner_state(learn, state, weights_only_model: bool = False):
     "Raise `CheckpointError` if `state` cannot be loaded into `learn` (nothing is changed)."
-    if not isinstance(state, dict) or 'model' not in state:
-        raise CheckpointError("This is not a trainer_nb checkpoint (it has no 'model' entry).")
+    if not isinstance(state, dict) or 'model' not in state: raise CheckpointError(not_a_checkpoint(state))
     frozen = state.get('frozen') or {}  # (none in a full checkpoint, or one written before fingerprints)
     check_state_keys(model_state(learn.raw_model), {plain_key(k): v for k, v in state['model'].items()}, frozen=frozen)
     check_frozen(learn.raw_model, frozen)
@@ -91,6 +90,19 @@ def check_learner_state(learn, state, weights_only_model: bool = False):
     if lacks: raise CheckpointError(f"The checkpoint has no {', '.join(lacks)}: it holds weights only. "
                                     "Load it with load(..., weights_only_model=True).")
     check_optimizer_state(learn.opt, state['opt'])
+
+def not_a_checkpoint(state, # what the file held, without a 'model' entry
+                    ) -> str:
+    "Why `state` is not a trainer_nb checkpoint, in words; for a model's `state_dict`, how to load it instead."
+    if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
+        keys = ', '.join(map(repr, list(state)[:3])) + (', ...' if len(state) > 3 else '')
+        return ("This is not a trainer_nb checkpoint but a model's state_dict (its keys are parameter names: "
+                f"{keys}), as torch.save(model.state_dict(), path) writes. Load it into the model before making the "
+                "Learner, model.load_state_dict(torch.load(path, weights_only=True)), or into this learner's, "
+                "learn.raw_model.load_state_dict(torch.load(path, weights_only=True)).")
+    held = f"a dict of {', '.join(map(repr, list(state)[:5]))}" if isinstance(state, dict) else f"a {type(state).__name__}"
+    return (f"This is not a trainer_nb checkpoint (it has no 'model' entry; it holds {held}): learn.load reads "
+            "what learn.save wrote.")
 
 def restore_learner(learn, state: dict, weights_only_model: bool = False):
     "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
@@ -297,7 +309,22 @@ def find_checkpoint(learn, name_or_path) -> Path:
         if p.is_file() or is_sharded_checkpoint(p): return p
     for old in sorted(folder.glob(f'.{name_or_path}.old-*')):  # (a save killed between its two renames: `publish`)
         if is_sharded_checkpoint(old): return old
-    return learn.checkpoint_path(str(name_or_path))
+    raise missing_checkpoint(learn, name_or_path)
+
+def checkpoint_names(folder: Path) -> list[str]:
+    "The names of the checkpoints in `folder`, sorted: its `.pt` files and its complete sharded folders."
+    if not folder.is_dir(): return []
+    return sorted(p.stem if p.is_file() else p.name for p in folder.iterdir() if not p.name.startswith('.')
+                  and (p.is_file() and p.suffix == '.pt' or is_sharded_checkpoint(p)))
+
+def missing_checkpoint(learn, name_or_path) -> FileNotFoundError:
+    "The error for a checkpoint that is not there: where it was looked for (a path as given), and the checkpoints there are."
+    name, folder = str(name_or_path), learn.path / 'checkpoints'
+    where = Path(name) if name.endswith('.pt') or '/' in name or os.sep in name else learn.checkpoint_path(name)
+    names = checkpoint_names(folder)
+    here = (f"Checkpoints in {folder}: {', '.join(names)} (load one by name, e.g. learn.load({names[0]!r}))." if names
+            else f"There is no checkpoint in {folder} yet: learn.save(name) writes one, and a fit that stops writes 'last'.")
+    return FileNotFoundError(f"No checkpoint at {where}. {here}")
 
 def load_learner(learn, name_or_path, weights_only_model: bool = False):
     "Load a checkpoint saved by `save`, by path or by name in the run folder (read with `weights_only=True`)."

@@ -6,18 +6,54 @@
 from __future__ import annotations
 
 from contextlib import suppress
+from pathlib import Path
 
 from .callback.core import (CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
-from .core import DeferredInterrupt, stop_message
+from .core import DeferredInterrupt, is_whole, stop_message
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .parts import batch_size, nan_guard_for
 from .state import FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
 
 # %% auto #0
-__all__ = ['plan_fit', 'FitRun']
+__all__ = ['LENGTH_FIXES', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'plan_fit', 'interrupt_message',
+           'FitRun']
 
 # %% ../nbs/04a_fit.ipynb #18e3250d
+LENGTH_FIXES = {  # what each length argument of `fit` counts, and an example
+    'n_epochs': "e.g. {m}(3) for 3 epochs; or {m}(n_steps=...) for a number of optimizer steps",
+    'n_steps': "the optimizer steps to make, e.g. {m}(n_steps=500)",
+    'eval_every': "the optimizer steps between two validations, e.g. eval_every=100; or None (the default) to "
+                  "validate after each epoch"}
+
+def check_fit_length(n_epochs, # `fit`'s first argument: whole epochs...
+                     n_steps, # ...or optimizer steps
+                     eval_every, # validate every this many steps, or None
+                     method: str = 'fit', # what was called, as the message names it: 'fit', 'loop'
+                    ):
+    "Refuse a length that is not a whole number >= 1 (a string, a float, 0) before it is compared: name it and the fix."
+    for name, value in (('n_epochs', n_epochs), ('n_steps', n_steps), ('eval_every', eval_every)):
+        if value is not None and not is_whole(value):
+            raise ValueError(f"{method}({name}={value!r}): {name} must be a whole number >= 1, "
+                             f"{LENGTH_FIXES[name].format(m=method)}.")
+
+def check_resume_args(cbs, # what was passed to `resume` as its first argument
+                     ):
+    "Refuse a number passed to `resume`, whose first argument is `cbs`: it continues the stopped fit to its planned end."
+    if isinstance(cbs, (int, float)) and not isinstance(cbs, bool):
+        raise TypeError(f"learn.resume({cbs!r}): resume takes no number of epochs (its argument is cbs, callbacks to "
+                        "add): it continues the stopped fit to the end that fit planned. To train more once it has "
+                        "ended, call learn.fit(...) again: a new fit goes on from the current weights and step count.")
+
+def check_fresh_resume(state: FitState, # the learner's fit state
+                       last: Path, # its `last` checkpoint
+                      ):
+    "Refuse `resume` in a learner that has run no fit (a restarted kernel) when its `last` checkpoint exists: load it first."
+    if state.n_epochs is None and state.n_steps is None and last.exists():
+        raise RuntimeError(f"Nothing to resume: this learner has not run a fit (a new learner, or a restarted "
+                           f"kernel), but its run folder has a last checkpoint, {last}: learn.load('last'), then "
+                           "learn.resume(), continues the fit saved there.")
+
 def plan_fit(learn, # the Learner
              n_epochs: int | None, # train for this many epochs...
              n_steps: int | None, # ...or this many optimizer steps
@@ -26,6 +62,7 @@ def plan_fit(learn, # the Learner
              method: str = 'fit', # 'fit', or 'loop': a loop you write takes the batches (`learn.loop`)
             ) -> FitState:
     "The state of a new fit of `learn`, checked, continuing its step count: what `FitRun` (and `learn.run`) takes."
+    check_fit_length(n_epochs, n_steps, eval_every, method)
     if n_epochs is not None and n_epochs > 1 and gives_batches_once(learn.dls.train):
         raise ValueError(f"{method}({n_epochs}) goes over the train loader {n_epochs} times, but it is a "
                          f"{type(learn.dls.train).__name__}, which gives its batches once. Pass a DataLoader, or a list "
@@ -36,6 +73,13 @@ def plan_fit(learn, # the Learner
     return state
 
 # %% ../nbs/04a_fit.ipynb #8c39757e
+def interrupt_message(learn, # the Learner
+                      cbs: list, # the fit's own callbacks
+                     ) -> str:
+    "What a first interrupt prints: a fit callback's `interrupt_message` (a sweep that cannot resume), else `stop_message`."
+    return next((cb.interrupt_message for cb in cbs if getattr(cb, 'interrupt_message', None)),
+                stop_message(learn.resume_hint))
+
 class FitRun:
     "One fit of a learner from start to end, as a generator: `before_fit`, the epochs, the batch boundaries, then always `after_fit`."
     def __init__(self,
@@ -55,7 +99,7 @@ class FitRun:
         start_state(state, learn.comm.world_size, learn.dls.train)  # (a resumed fit may come from other processes)
         learn.controls.start_fit()
         guard = nan_guard_for(learn.nan_guard, learn.opt, learn.device, learn.comm.world_size)
-        interrupts = DeferredInterrupt(learn.request_stop, stop_message(learn.resume_hint))  # (a first one: a stop)
+        interrupts = DeferredInterrupt(learn.request_stop, interrupt_message(learn, self.cbs))  # (a first one: a stop)
         with learn.added_cbs(self.cbs), learn.storage, interrupts, guard as learn.guard:
             learn.in_fit = True
             try: yield from self._fit()

@@ -41,7 +41,7 @@ from .parts import (batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, compiled, make_optimizer, model_loss, nan_guard_for, predictions,
                               refuse_nested, scaled_step, set_lr, split_batch, step_scalars)
-from .fit import FitRun, plan_fit
+from .fit import FitRun, check_fit_length, check_fresh_resume, check_resume_args, plan_fit
 from .state import FitState, StopPoint, check_resumable, rng_states
 
 # %% auto #0
@@ -133,6 +133,7 @@ class Learner:
            ):
         "Train for `n_epochs` epochs, or for `n_steps` optimizer steps."
         refuse_nested(self.in_fit, 'fit')
+        check_fit_length(n_epochs, n_steps, eval_every)  # (before `long_fit` compares them)
         if time_limit is not None or resume is not None:  # (handed over to the chapter `callback.long_runs`)
             start = lambda: Learner.fit.__wrapped__(self, n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=cbs,
                                                     lr=lr, compare=compare)
@@ -150,6 +151,7 @@ class Learner:
               ):
         "Continue the last fit exactly where it stopped: after an interrupt, a Stop, a cancel, or `load`."
         refuse_nested(self.in_fit, 'resume')
+        check_resume_args(cbs)
         if self.fit_state.plan.get('method') == 'loop':
             raise RuntimeError("The last fit is a loop you write (learn.loop): continue it with the same `for batch "
                                "in loop:` cell, or, after a load, `for batch in learn.loop(resume=True):`.")
@@ -157,6 +159,7 @@ class Learner:
 
     def resumed_fit(self, cbs) -> tuple[FitState, list]:
         "The fit state and callbacks to resume the last fit with (checked), the random states put back: for `resume` and `loop`."
+        check_fresh_resume(self.fit_state, self.checkpoint_path('last'))  # (after a restart: load it first)
         check_resumable(self.fit_state, self.checkpoint_path('last'))
         cbs, stopped_here = as_callback_list(cbs), self.stop_point.fit_cbs
         fit_cbs = (stopped_here + cbs if stopped_here is not None  # (the same objects, in this process)

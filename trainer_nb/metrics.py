@@ -13,8 +13,8 @@ import torch
 from .core import find_bs
 
 # %% auto #0
-__all__ = ['Metric', 'AvgMetric', 'ObjectMetric', 'as_metric', 'as_metrics', 'validation_results', 'ValidationTally', 'accuracy',
-           'error_rate']
+__all__ = ['Metric', 'one_number', 'AvgMetric', 'ObjectMetric', 'as_metric', 'as_metrics', 'validation_results',
+           'ValidationTally', 'accuracy', 'error_rate']
 
 # %% ../nbs/03_metrics.ipynb #e6037c67
 class Metric:
@@ -28,6 +28,21 @@ def _func_name(func) -> str:
     if isinstance(func, functools.partial): func = func.func
     name = getattr(func, '__name__', None) or type(func).__name__
     return 'metric' if name == '<lambda>' else name
+
+def one_number(value, # what a metric computed
+               name: str, # the metric's name, for the message
+              ) -> float:
+    "`value` as a float if it is one number (a one-element tensor too); else an error naming the metric and the fix."
+    if isinstance(value, torch.Tensor) and value.numel() == 1: return float(value.item())
+    if not isinstance(value, (torch.Tensor, dict, list, tuple)):
+        try: return float(value)
+        except (TypeError, ValueError): pass
+    if isinstance(value, dict): got, fix = f"a dict of {', '.join(map(str, value))}", "pass its metrics one by one in the list"
+    else:
+        got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
+        fix = ("make it average over the classes (torchmetrics: average='macro' or 'micro', not average=None), or reduce "
+               "it (.mean())")
+    raise ValueError(f"Metric {name!r} computed {got}, not one number: a metric gives one number per validation. {fix[0].upper()}{fix[1:]}.")
 
 class AvgMetric(Metric):
     "Average a function `func(preds, targets)` over batches, weighted by batch size."
@@ -48,7 +63,7 @@ class AvgMetric(Metric):
 
     def compute(self) -> float:
         if not self.count: raise ValueError(f"Metric {self.name!r} saw no batch: nothing to average.")
-        return float(self.total / self.count)
+        return one_number(self.total / self.count, self.name)
 
     def reduce(self, reduce_sum):
         "Sum the running totals over all processes (`reduce_sum` is the learner's `all_reduce_sum`)."
@@ -62,8 +77,7 @@ class ObjectMetric(Metric):
     def reset(self): self.obj.reset()
     def update(self, preds, targets): self.obj.update(preds, targets)
     def compute(self) -> float:
-        value = self.obj.compute()
-        return float(value.item() if isinstance(value, torch.Tensor) else value)
+        return one_number(self.obj.compute(), self.name)
 
 # %% ../nbs/03_metrics.ipynb #a5e1c0d2
 def _takes_preds_and_targets(func) -> bool:
@@ -78,6 +92,10 @@ def as_metric(m) -> Metric:
     if isinstance(m, Metric): return m
     if isinstance(m, type):
         raise TypeError(f"metrics got the class {m.__name__}; pass an instance: {m.__name__}().")
+    if any(c.__name__ == 'MetricCollection' for c in type(m).__mro__):  # (torchmetrics', not imported here)
+        raise TypeError(f"metrics got a MetricCollection ({', '.join(m.keys())}), which computes a dict; pass its "
+                        "metrics one by one in the list: metrics=[MulticlassAccuracy(...), MulticlassF1Score(...)], "
+                        "or metrics=list(collection.values()).")
     if all(callable(getattr(m, a, None)) for a in ('reset', 'update', 'compute')): return ObjectMetric(m)
     if callable(m):
         if _takes_preds_and_targets(m): return AvgMetric(m)

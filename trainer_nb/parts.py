@@ -56,6 +56,8 @@ def check_parts(model, loss_func=None, train_step=None, opt_func=None):
     "Refuse a `model` that is not a module, and a `loss_func`, `train_step` or `opt_func` that cannot be called."
     if isinstance(model, type) and issubclass(model, nn.Module):
         raise TypeError(f"model is the class {model.__name__}; pass an instance: {model.__name__}(...).")
+    if isinstance(loss_func, type) and issubclass(loss_func, nn.Module):  # (called on a batch, it would make a module)
+        raise TypeError(f"loss_func is the class {loss_func.__name__}; pass an instance: {loss_func.__name__}().")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     for arg, name in ((loss_func, 'loss_func'), (train_step, 'train_step'), (opt_func, 'opt_func')):

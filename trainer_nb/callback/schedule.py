@@ -22,9 +22,10 @@ from ..parts import refuse_nested, set_lr
 from ..state import rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['ANNEALERS', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule', 'combined_cos', 'ParamScheduler',
-           'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler', 'fit_one_cycle', 'fit_flat_cos',
-           'fit_warmup_cos', 'TorchScheduler', 'SuggestedLRs', 'LRFinder', 'suggest_lrs', 'plot_lr_find', 'lr_find']
+__all__ = ['ANNEALERS', 'PARTIAL_STOPS', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule', 'combined_cos',
+           'ParamScheduler', 'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler', 'fit_one_cycle',
+           'fit_flat_cos', 'fit_warmup_cos', 'TorchScheduler', 'SuggestedLRs', 'LRFinder', 'suggest_lrs',
+           'plot_lr_find', 'lr_find', 'partial_sweep']
 
 # %% ../../nbs/07_callback.schedule.ipynb #a6d061be
 def sched_lin(start: float, end: float, pct: float) -> float:
@@ -229,10 +230,14 @@ class SuggestedLRs:
         text = f"<pre>{html.escape(repr(self))}</pre>"
         return mo.Html(text if self.png is None else png_html(self.png, alt='lr_find') + text)
 
+PARTIAL_STOPS = ('interrupted', 'preempted', 'time_limit', 'out_of_memory')  # stops asked for: a sweep cut short
+
 class LRFinder(Callback):
     "Grow the lr exponentially, one value per optimizer step, recording the smoothed loss; stop if it diverges."
     order = 25
     during_lr_find = True
+    interrupt_message = ("trainer_nb: stopping the lr_find sweep after this batch; interrupt again to abort now. A "
+                         "sweep cannot be resumed: the model and optimizer are put back as before it; run lr_find again.")
     def __init__(self, start_lr: float = 1e-7, end_lr: float = 10., num_it: int = 100, stop_div: bool = True,
                  beta: float = 0.98):
         if not 0 < start_lr < end_lr: raise ValueError(f"Need 0 < start_lr < end_lr, got {start_lr} and {end_lr}.")
@@ -245,6 +250,7 @@ class LRFinder(Callback):
 
     def before_fit(self):
         self.lrs, self.losses, self._avg, self._best = [], [], MovingAverage(self.beta), float('inf')
+        self.stopped = None  # why the sweep was cut short (an interrupt: 'interrupted'), if it was
         self._steps = None  # the optimizer steps when the running batch started
 
     def before_batch(self):
@@ -267,6 +273,12 @@ class LRFinder(Callback):
 
     def before_validate(self):
         raise CancelValidException
+
+    def after_cancel_fit(self):
+        "A stop asked for cuts the sweep short; no resume continues a sweep, so its fit ends as cancelled, not resumable."
+        state = self.learn.fit_state
+        if state.stop_reason in PARTIAL_STOPS:
+            self.stopped, state.stop_reason, state.resumable = state.stop_reason, 'cancelled', False
 
 # %% ../../nbs/07_callback.schedule.ipynb #dc7be5b5
 def _longest_descent(losses: list) -> tuple[int, int]:
@@ -337,8 +349,8 @@ def lr_find(learn,
             num_it: int = 100, # optimizer steps in the sweep (fewer if the loss diverges)
             stop_div: bool = True, # stop when the loss diverges
             show_plot: bool = True, # plot the curve: in the notebook (Jupyter, marimo), `<path>/lr_find.png` otherwise
-           ) -> SuggestedLRs:
-    "Sweep the lr exponentially, then restore everything exactly; return `(valley, steep, minimum)` suggestions."
+           ) -> SuggestedLRs | None:
+    "Sweep the lr exponentially, then restore everything exactly; return `(valley, steep, minimum)`, or None if stopped."
     refuse_nested(learn.in_fit, 'lr_find')
     if learn.comm.world_size > 1: raise RuntimeError("lr_find runs in one process: call it before distributed training.")
     finder = LRFinder(start_lr, end_lr, num_it, stop_div)
@@ -349,10 +361,20 @@ def lr_find(learn,
             learn.controls = type(learn.controls)()  # and the run's lr scale and requests stay out of the sweep
             learn.fit(n_steps=num_it, cbs=finder)
     finally: _restore(learn, saved)
+    if finder.stopped is not None: return partial_sweep(learn, finder)
     suggestions = suggest_lrs(finder.lrs, finder.losses)
     learn.lr_find_results = (finder.lrs, finder.losses)
     if show_plot: plot_lr_find(finder.lrs, finder.losses, suggestions, path=learn.path / 'lr_find.png')
     return suggestions
+
+def partial_sweep(learn, finder: LRFinder) -> None:
+    "A sweep stopped before its end (an interrupt, `request_stop`): its points kept, what happened said, no suggestions."
+    learn.lr_find_results = (finder.lrs, finder.losses)
+    at = (f"at lr {finder.lrs[-1]:.2e} after {len(finder.lrs)} of {finder.num_it} steps" if finder.lrs
+          else "before its first step")
+    print(f"lr_find stopped ({finder.stopped}) {at}. A sweep cannot be resumed, and a partial one suggests no "
+          "learning rate: lr_find returns None (its points are in learn.lr_find_results). The model and optimizer "
+          "are as before the sweep; run learn.lr_find() again.", flush=True)
 
 def _snapshot(learn) -> dict:
     "All that a side trip may change, to put back afterwards: the learner's state as a checkpoint holds it, and more."
