@@ -201,6 +201,11 @@ class SaveOnStop(Callback):
     def after_fit(self):
         learn, state = self.learn, self.learn.fit_state
         wait_for_save(learn)  # (a background save still being written: the fit ends once it is)
-        if state.stop_reason == 'completed' or not state.resumable: return
         if any(isinstance(cb, PeriodicCheckpoints) and cb.save_last for cb in learn.cbs): return  # it saves `last`
+        if state.stop_reason == 'completed' and self.left_behind(learn): self.path = learn.save('last')  # (see above)
+        if state.stop_reason == 'completed' or not state.resumable: return
         if finite_weights(learn): self.path = learn.save('last')
+
+    def left_behind(self, learn) -> bool:
+        "Whether the run folder has a `last` that a completed fit leaves behind (an earlier stop's), in one process."
+        return learn.comm.world_size == 1 and learn.checkpoint_path('last').is_file()

@@ -20,8 +20,8 @@ from ..files import atomic_save, atomic_write
 from ..parts import predictions
 
 # %% auto #0
-__all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'GatherPreds', 'get_preds', 'predict', 'SaveOutputs',
-           'IterationTimer']
+__all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'check_alike', 'GatherPreds', 'get_preds', 'predict',
+           'SaveOutputs', 'IterationTimer']
 
 # %% ../../nbs/15_callback.outputs.ipynb #e6b146bc
 def detach_cpu(x, as_float: bool = False):
@@ -52,6 +52,17 @@ def check_sample_losses(learn):
                          f"{getattr(lf, '__name__', lf)!r} does not accept. Use a torch loss (function or module).")
 
 # %% ../../nbs/15_callback.outputs.ipynb #dac4cb4e
+def check_alike(xs: list, # what was gathered of one kind, a batch each, the latest last
+                name: str, # its kind: 'preds', 'targets', 'losses', 'inputs'
+               ):
+    "Refuse, at the batch where it happens, a batch whose tensor is shaped unlike the first's beyond the batch size."
+    if len(xs) < 2 or not isinstance(xs[-1], torch.Tensor) or xs[-1].shape[1:] == xs[0].shape[1:]: return
+    raise ValueError(f"The {name} of batch {len(xs)} have shape {tuple(xs[-1].shape)}, those of the first batch "
+                     f"{tuple(xs[0].shape)}: they cannot be concatenated into one tensor. Batches padded each to its own "
+                     "longest item do this (pad_collate, DataCollatorWithPadding): pad all of them to one length "
+                     "(padding='max_length', max_length=...), or take what you need batch by batch in a callback's "
+                     "after_loss (learn.pred, learn.yb).")
+
 class GatherPreds(Callback):
     "Collect the predictions and targets of a validate phase (and the inputs, and the loss of each sample), on the CPU."
     order = 1000  # last in after_loss: it gathers what every other callback has left
@@ -82,6 +93,7 @@ class GatherPreds(Callback):
         if learn.yb: parts['targets'].append(detach_cpu(learn.yb[0]))
         if 'inputs' in parts: parts['inputs'].append(detach_cpu(_inputs(learn.xb)))
         if 'losses' in parts: parts['losses'].append(detach_cpu(sample_losses(learn), self.as_float))
+        for name, xs in parts.items(): check_alike(xs, name)
 
     def concat(self, name: str):
         "What was gathered under `name` ('preds', 'targets', 'losses', 'inputs'), concatenated (None if nothing)."

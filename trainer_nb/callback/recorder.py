@@ -9,14 +9,14 @@ import sys
 import time
 
 from .core import Callback
-from ..core import whole_number
+from ..core import warn_at_caller, whole_number
 from ..events import ScalarRow
 from ..files import check_writable
 from ..memory import cuda_memory, reset_cuda_peak
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
-__all__ = ['Recorder', 'peak_rss_mb', 'Throughput', 'WriterCallback']
+__all__ = ['Recorder', 'peak_rss_mb', 'Throughput', 'warn_if_another_run', 'WriterCallback']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
 _ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
@@ -159,6 +159,18 @@ class Throughput(Callback):
             for name, mb in cuda_memory(learn.device).items(): put(name, mb, smoothing_hint=False)
 
 # %% ../../nbs/05_callback.recorder.ipynb #a4110225
+def warn_if_another_run(learn, # the Learner whose fit starts
+                        path, # its `metrics.json`
+                       ):
+    "Warn when a new learner's first fit is about to add its lines after another run's, in the same `metrics.json`."
+    if learn.fit_kind != 'fit' or learn.step != 0 or not path.is_file() or not path.stat().st_size: return
+    last = learn.checkpoint_path('last')
+    old_run = "continue the old run: learn.load('last'), then learn.resume(); or " if last.is_file() else ''
+    warn_at_caller(f"{path} already holds another run's lines: this fit starts again at step 1 and adds its own "
+                   "after them, so the file (and Runs, compare=) would mix two runs. To keep them apart, "
+                   f"{old_run}give this learner a run folder of its own, Learner(..., path=...), or delete the old "
+                   "files first.")
+
 class WriterCallback(Callback):
     "Run `writers` every `log_every` steps, after each validation, and at the end of a fit."
     order = 70  # after Recorder and the displays: write what they logged
@@ -174,7 +186,10 @@ class WriterCallback(Callback):
         self._written_at = None
 
     def before_fit(self):
-        if self.writers is None: self.writers = [JSONWriter(check_writable(self.learn.path) / 'metrics.json')]
+        if self.writers is None:
+            path = check_writable(self.learn.path) / 'metrics.json'
+            warn_if_another_run(self.learn, path)
+            self.writers = [JSONWriter(path)]
         if self._pending_state is not None:
             self._load_writers(self._pending_state)
             self._pending_state = None
