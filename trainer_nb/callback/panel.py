@@ -309,8 +309,10 @@ class ControlPanelCallback(Callback):
         "The fit is over: its cell keeps no widget (saved and reopened, it would say 'model not found')."
         self._line_area.html('')  # (the outcome is the line under the progress table)
         if self._handle is not None: self._handle.html('')
-        if self.box is not None:
-            for w in [*self.buttons.values(), *self.box.children, self.box]: w.close()
+        if self.box is not None:  # (each widget, and the layout and style widgets it made: none left open in the kernel)
+            for w in [*self.buttons.values(), *self.box.children, self.box]:
+                for part in (getattr(w, 'layout', None), getattr(w, 'style', None), w):
+                    if part is not None: part.close()
 
     def _flush(self):
         text, self._pending = self._pending, None
