@@ -207,5 +207,7 @@ class SaveOnStop(Callback):
         if finite_weights(learn): self.path = learn.save('last')
 
     def left_behind(self, learn) -> bool:
-        "Whether the run folder has a `last` that a completed fit leaves behind (an earlier stop's), in one process."
-        return learn.comm.world_size == 1 and learn.checkpoint_path('last').is_file()
+        "Whether this learner's latest save, in this process, was `last` (a stop's, Save now's): a completed fit leaves it behind."
+        last = learn.checkpoint_path('last')
+        saved = learn.last_checkpoint or ''  # ('checkpoints/last.pt (step 60)': what the panel shows)
+        return learn.comm.world_size == 1 and last.is_file() and saved.startswith(f"{last.relative_to(learn.path)} ")
