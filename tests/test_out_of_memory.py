@@ -109,16 +109,16 @@ def test_stop_then_resume_is_exact(tmp_path, reference, capsys, where, n):
     if where == 'forward':  # the failed batch's output: freed, with nothing cleared by the test
         gc.collect()
         assert fault.outputs and fault.outputs[0]() is None
-    if in_validation:  # what the message says to do: smaller validation batches (a plain loader), then resume
-        learn.dls.valid = DataLoader(learn.dls.valid.dataset, batch_size=BS // 2)
-    learn.resume()
-    assert learn.stop_reason == 'completed'
-    assert weights(learn.model) == reference
-
-    again = make_learner(tmp_path)  # after a restart: a new learner, the checkpoint, resume
+    again = make_learner(tmp_path)  # after a restart here: a new learner, the stop's checkpoint, resume
     again.load('last')
     again.resume()
     assert weights(again.model) == reference
+
+    if in_validation:  # what the message says to do: smaller validation batches (a plain loader), then resume
+        learn.dls.valid = DataLoader(learn.dls.valid.dataset, batch_size=BS // 2)
+    learn.resume()  # (in this process, without a restart)
+    assert learn.stop_reason == 'completed'
+    assert weights(learn.model) == reference
 
 
 def test_the_stop_is_where_the_batch_starts(tmp_path):
@@ -164,11 +164,11 @@ def test_resume_with_micro_batches_after_a_stop(tmp_path, reference):
     "The fix the message names: learn.resume(cbs=[MicroBatches(2)]) goes on in parts (the same fit to float tolerance)."
     learn = make_learner(tmp_path, Fault('forward', 5))
     learn.fit_one_cycle(N_EPOCHS, 1e-2)
+    assert make_learner(tmp_path).load('last').fit_state.micro == 1  # (last.pt was saved at the stop, before the parts)
     learn.resume(cbs=[MicroBatches(2)])
     assert learn.stop_reason == 'completed' and learn.fit_state.micro == 2
-    again = make_learner(tmp_path)
-    again.load('last')
-    assert again.fit_state.micro == 1  # (last.pt was saved at the stop, before the parts)
+    again = make_learner(tmp_path).load('last')  # (saved again at the end: the finished fit, in parts)
+    assert (again.stop_reason, again.fit_state.micro) == ('completed', 2)
 
 
 def test_out_of_memory_in_the_step_stays_an_error(tmp_path):

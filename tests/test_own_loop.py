@@ -100,14 +100,14 @@ def test_stop_then_the_same_for_again_is_exact(tmp_path, reference, how, k):
     run(learn, loop, stop_at=k, how=how)
     assert (learn.stop_reason, learn.step, learn.fit_state.resumable) == ('interrupted', k, True)
     assert (tmp_path / 'checkpoints' / 'last.pt').is_file()
-    run(learn, loop)  # the same `for` again
-    assert learn.stop_reason == 'completed'
-    assert state_of(learn) == reference
-
-    again = make(tmp_path / 'restart')  # after a restart: the same learner and tracked objects, the checkpoint
+    again = make(tmp_path / 'restart')  # after a restart here: the same learner and tracked objects, the checkpoint
     again.load(tmp_path / 'checkpoints' / 'last.pt')
     run(again, again.loop(resume=True))
     assert state_of(again) == reference
+
+    run(learn, loop)  # without a restart: the same `for` again
+    assert learn.stop_reason == 'completed'
+    assert state_of(learn) == reference
 
 
 def test_logged_values_are_in_metrics_json_at_their_steps(tmp_path):
