@@ -342,8 +342,9 @@ def test_run_all_watch_stop_save(tmp_path, artifacts):
             assert steps == losses == opt_steps == str(int(epoch) * STEPS_PER_EPOCH + int(epoch_iter))
             assert 0 < int(steps) < 200 * STEPS_PER_EPOCH
             # the fit left static outputs: no panel any more, and the outcome line under the table
-            outcome = (f'stopped at epoch {int(epoch) + 1}/200, batch {epoch_iter}/{STEPS_PER_EPOCH}, step {steps} '
-                       '(interrupted); learn.resume() continues it')
+            where = (f'the end of epoch {epoch}/200' if int(epoch_iter) == 0 and int(epoch) > 0  # (between epochs)
+                     else f'epoch {int(epoch) + 1}/200, batch {epoch_iter}/{STEPS_PER_EPOCH}')
+            outcome = f'stopped at {where}, step {steps} (interrupted); learn.resume() continues it'
             wait_for(lambda: outcome in outputs_text(page), 10, f"the outcome line {outcome!r}")
             wait_for(lambda: page.locator("button.jupyter-button:text-is('Stop')").count() == 0, 10, 'the panel to go')
             time.sleep(0.5)  # the final figure's update

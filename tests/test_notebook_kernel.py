@@ -133,8 +133,9 @@ def test_stop_click_on_a_subshell_stops_the_running_fit(tmp_path, monkeypatch):
     stopping = [t for t, c in updates if c['comm_id'] == stop_id
                 and c['data'].get('state', {}).get('description', '').startswith('Stopping after this batch')]
     assert stopping and stopping[0] < ended, updates[-5:]
-    assert values[-1][1].startswith(f'stopped and resumable: stopped at epoch {epoch + 1}/100, '
-                                    f'batch {epoch_iter}/{STEPS_PER_EPOCH}, step {steps}'), values
+    where = (f'the end of epoch {epoch}/100' if epoch_iter == 0 and epoch > 0  # (a stop between two epochs)
+             else f'epoch {epoch + 1}/100, batch {epoch_iter}/{STEPS_PER_EPOCH}')
+    assert values[-1][1].startswith(f'stopped and resumable: stopped at {where}, step {steps}'), values
     assert not any('sends no widget click' in v for _, v in values)  # the frontend had a subshell
 
 

@@ -372,6 +372,8 @@ def fit_status(learn) -> str:
     where = f"{epoch_label(state)}, batch {state.epoch_iter}{batches}, step {state.step}"
     if reason is None: return f"running: {where}"
     if reason == 'completed': return f"completed: {state.fit_steps} steps in this fit (step {state.step})"
+    if state.epoch_iter == 0 and state.epoch > 0:  # (between two epochs: not 'epoch 5/12, batch 0', which reads as begun)
+        where = f"the end of epoch {state.epoch}" + (f"/{state.n_epochs}" if state.n_epochs else '') + f", step {state.step}"
     if reason == 'interrupted':
         if is_resumable(learn): return f"stopped at {where} (interrupted); {learn.resume_hint} continues it"
         return f"stopped at {where} (interrupted in the middle of a batch, so {learn.resume_hint} cannot continue it)"
