@@ -8,12 +8,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import html
+import re
 import sys
 
 from .core import in_notebook
 
 # %% auto #0
-__all__ = ['frontend', 'marimo_mode', 'JupyterArea', 'png_html', 'MarimoArea', 'output_area']
+__all__ = ['frontend', 'marimo_mode', 'html_text', 'JupyterArea', 'png_html', 'MarimoArea', 'output_area']
 
 # %% ../nbs/09_display.ipynb #a18ffcd7
 def frontend() -> str | None:
@@ -31,6 +32,13 @@ def marimo_mode() -> str | None:
     except Exception: return None
 
 # %% ../nbs/09_display.ipynb #8b147c9c
+def html_text(markup: str) -> str:
+    "The text of `markup`, the HTML of a table, bars or a line: a line for each row or block, cells apart, tags dropped."
+    text = re.sub(r'</t[dh]>', '  ', markup)
+    text = re.sub(r'<br\s*/?>|</(?:tr|p|div|li|h\d)>', '\n', text)
+    text = html.unescape(re.sub(r'<[^>]*>', '', text))
+    return '\n'.join(line.strip() for line in text.splitlines() if line.strip())
+
 class JupyterArea:
     "An output of the running Jupyter cell, replaced in place through its display id (no widget manager needed)."
     def __init__(self): self.handle = None  # the IPython `DisplayHandle`, once something is shown
@@ -43,8 +51,8 @@ class JupyterArea:
         else: self.handle.update(obj, **raw)
 
     def html(self, text: str):
-        from IPython.display import HTML
-        self.show(HTML(text))
+        "Show `text`, HTML, with its plain text beside it (what a frontend that renders no HTML shows)."
+        self.show({'text/html': text, 'text/plain': html_text(text)})
 
     def png(self, data: bytes):
         from IPython.display import Image
