@@ -194,6 +194,11 @@ def model_loss(output, # what the model returned
     if loss is not None: return loss, None
     if is_loss_dict(output): return sum(output.values()), dict(output)
     if training:
+        if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor) and output[0].ndim == 0:
+            raise TypeError(f"The model returned {describe_output(output)}: its first value looks like a loss (one "
+                            "number), as a transformers model returns with return_dict=False; the learner does not "
+                            "guess. Take it with loss_func=lambda output, *targets: output[0], or return a dict "
+                            "({'loss': ..., 'logits': ...}) or a ModelOutput (return_dict=True).")
         raise TypeError(f"The model returned {describe_output(output)}, which has no loss, and there is no "
                         "loss_func. Pass loss_func=... (it gets the output whole: loss_func(output, *targets)); or "
                         "give the model its targets, as a 'labels' key of a dict batch (a transformers model computes "
