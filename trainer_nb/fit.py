@@ -96,6 +96,7 @@ class FitRun:
         if not self.resumed:  # (what a stopped fit left undone is for `resume`)
             learn.stop_point, learn.controls.pending, learn.fit_kind = StopPoint(), [], 'fit'
         learn.fit_state, learn.stop_point.fit_cbs = state, self.cbs
+        state.resumed_after = state.fit_steps if self.resumed else None  # (what the end line counts since)
         start_state(state, learn.comm.world_size, learn.dls.train)  # (a resumed fit may come from other processes)
         learn.controls.start_fit()
         guard = nan_guard_for(learn.nan_guard, learn.opt, learn.device, learn.comm.world_size)

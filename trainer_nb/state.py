@@ -50,6 +50,7 @@ class FitState:
         self.last_eval_step: int | None = None
         self.stop_reason: str | None = None
         self.resumable = False
+        self.resumed_after: int | None = None  # a resumed fit: its `fit_steps` when the resume started
         self.estimate_epochs()
 
     # counting steps: how many a fit takes, and which batches end with one
@@ -371,7 +372,10 @@ def fit_status(learn) -> str:
     batches = f"/{state.batches_per_epoch}" if state.batches_per_epoch else ''
     where = f"{epoch_label(state)}, batch {state.epoch_iter}{batches}, step {state.step}"
     if reason is None: return f"running: {where}"
-    if reason == 'completed': return f"completed: {state.fit_steps} steps in this fit (step {state.step})"
+    if reason == 'completed':
+        since = state.resumed_after  # (a resumed fit: this cell's steps are the last ones)
+        resumed = f", {state.fit_steps - since} of them since the resume" if since is not None else ''
+        return f"completed: {state.fit_steps} steps in this fit{resumed} (step {state.step})"
     if state.epoch_iter == 0 and state.epoch > 0:  # (between two epochs: not 'epoch 5/12, batch 0', which reads as begun)
         where = f"the end of epoch {state.epoch}" + (f"/{state.n_epochs}" if state.n_epochs else '') + f", step {state.step}"
     if reason == 'interrupted':

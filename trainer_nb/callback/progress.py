@@ -279,6 +279,7 @@ class ProgressCallback(Callback):
         learn = self.learn
         row = {'epoch': learn.epoch + 1}  # (counted from 1, as the bars and messages count)
         if learn.fit_state.n_steps is not None or learn.fit_state.eval_every: row['step'] = learn.step  # (rows within an epoch)
+        elif not learn.fit_state.train_done: row['epoch'] = f"{learn.epoch + 1} (step {learn.step})"  # (a validation asked for mid-epoch)
         histories = learn.storage.histories()
         losses = ([n for n in histories if 'loss' in n and not n.startswith('valid/')] if learn.fit_state.plan.get('method') == 'loop'
                   else ['train/loss'])  # (a loop you write: the losses it logs)
