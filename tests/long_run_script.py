@@ -25,6 +25,7 @@ parser.add_argument('--at-step', type=int, default=5, help='the step at (or afte
 parser.add_argument('--sleep', type=float, default=0., help='seconds to sleep in each training batch')
 parser.add_argument('--time-limit', type=float, default=None)
 parser.add_argument('--resume', default=None)
+parser.add_argument('--workers', type=int, default=0, help='worker processes of the training loader')
 args = parser.parse_args()
 
 
@@ -74,7 +75,11 @@ if os.environ.get('WORLD_SIZE'):
     from trainer_nb.distributed import DistributedTrainer
     cbs.append(DistributedTrainer())
 torch.manual_seed(0)
-learn = Learner(digits_model(32), digits_dls(bs=64 // int(os.environ.get('WORLD_SIZE', 1))), nn.functional.cross_entropy,
+dls = digits_dls(bs=64 // int(os.environ.get('WORLD_SIZE', 1)))
+if args.workers:
+    train = dls.train
+    dls.train = torch.utils.data.DataLoader(train.dataset, batch_size=train.batch_size, shuffle=True, num_workers=args.workers)
+learn = Learner(digits_model(32), dls, nn.functional.cross_entropy,
                 lr=1e-2, path=args.path, device='cpu', progress=False, cbs=cbs)
 learn.track(signal_in_save=SignalInSave(learn))
 learn.fit(args.epochs, eval_every=args.eval_every, time_limit=args.time_limit, resume=args.resume)

@@ -72,6 +72,26 @@ def test_sigterm_at_any_moment_of_a_script_is_a_stop_that_the_same_command_conti
         assert same_weights(tmp_path / at, tmp_path / 'never_stopped'), at
 
 
+def test_a_signal_to_the_whole_process_group_with_loader_workers_is_the_same_clean_stop(tmp_path):
+    # SLURM, `kill -TERM -PGID` and a terminal's Ctrl+C signal every process of the group, the loader's workers too: they
+    # ignore it (else a killed worker fails the fit before the stop saves `last`), and print nothing (a forked worker has
+    # the fit's handler)
+    reference = start(tmp_path / 'never_stopped', '--workers', '2')
+    proc = start(tmp_path / 'group', '--workers', '2', '--sleep', '0.05')
+    for line in proc.stdout:
+        if line.startswith('STEP 0 3'): break
+    os.killpg(proc.pid, signal.SIGTERM)  # (`start` gave the script a session, and so a process group, of its own)
+    out = finish(proc)
+    assert proc.returncode == EXIT_REQUEUE, out[-3000:]
+    assert out.count('SIGTERM: stopping at the next batch boundary') == 1 and 'killed by signal' not in out, out[-3000:]
+    assert load_checkpoint(tmp_path / 'group' / 'checkpoints' / 'last.pt')['fit_state']['stop_reason'] == 'preempted'
+    resumed = start(tmp_path / 'group', '--workers', '2', '--resume', 'auto')
+    out = finish(resumed)
+    assert resumed.returncode == 0 and ends(out)[0] == (46, 'completed'), out[-3000:]
+    assert reference.wait(300) == 0, finish(reference)
+    assert same_weights(tmp_path / 'group', tmp_path / 'never_stopped')
+
+
 @pytest.mark.skipif(not torch.distributed.is_available(), reason='torch.distributed is not available')
 def test_torchrun_stops_every_process_at_the_same_step_and_continues_bit_identically(tmp_path):
     options = ['--epochs', '1', '--sleep', '0.1']

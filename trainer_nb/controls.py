@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import threading
 
-from .core import BatchMessage
+from .core import BatchMessage, stop_strength
 
 # %% auto #0
 __all__ = ['check_stop_reason', 'Controls']
@@ -57,7 +57,7 @@ class Controls:
 
     def set_stop(self, kind: str = 'interrupted'):
         "Stop at the next boundary, as `kind`: where every request to stop ends (`learn.request_stop`, a Stop, the loop's own). No lock: a signal handler calls it."
-        if self.stop_kind is None or kind != 'cancelled': self.stop_kind = kind  # (a callback's cancel does not hide an interrupt)
+        if self.stop_kind is None or stop_strength(kind) >= stop_strength(self.stop_kind): self.stop_kind = kind  # (the strongest stays)
 
     def _put(self, request: tuple):
         with self._lock:

@@ -23,7 +23,7 @@ import torch
 __all__ = ['STOP_KINDS', 'MEETING_POINTS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model',
            'find_bs', 'is_whole', 'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook',
            'import_in_background', 'add_note', 'warn_at_caller', 'stop_message', 'DeferredInterrupt', 'HeldContext',
-           'BatchMessage', 'SingleProcess']
+           'stop_strength', 'BatchMessage', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -209,6 +209,10 @@ class HeldContext:
 
 # %% ../nbs/00_core.ipynb #fb16f1f9
 STOP_KINDS = ('cancelled', 'time_limit', 'interrupted', 'preempted', 'loss_spike', 'nonfinite')  # the stops processes agree on, the strongest last
+
+def stop_strength(kind: str) -> int:
+    "Where `kind` stands among the `STOP_KINDS`: of two stops asked for, the stronger is kept (an out-of-memory stop, which ends the batch at once, above all)."
+    return STOP_KINDS.index(kind) if kind in STOP_KINDS else len(STOP_KINDS)
 MEETING_POINTS = ('backward', 'boundary')  # where the processes agree in a training batch: before its backward pass, after its step
 
 @dataclass(slots=True)

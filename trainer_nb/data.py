@@ -16,12 +16,12 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
                               SequentialSampler)
 
 # %% auto #0
-__all__ = ['loader_len', 'gives_batches_once', 'used_up', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler',
-           'split_steps', 'count_steps', 'steps_of', 'ResumableBatches', 'resumable_batches', 'SeededIndex',
-           'sample_seed', 'seed_draws', 'IgnoreSigint', 'SeedSamples', 'batching', 'prepare_loader', 'prepare_loaders',
-           'ShardBatches', 'shard_loader', 'shard_loaders', 'step_samples', 'step_sizes', 'draw_epoch_seed',
-           'order_generator', 'is_stateful', 'replays', 'seed_workers', 'epoch_batches', 'eval_batches',
-           'release_workers', 'timed']
+__all__ = ['STOP_SIGNALS', 'loader_len', 'gives_batches_once', 'used_up', 'check_loader', 'DataLoaders', 'as_dataloaders',
+           'ResumableSampler', 'split_steps', 'count_steps', 'steps_of', 'ResumableBatches', 'resumable_batches',
+           'SeededIndex', 'sample_seed', 'seed_draws', 'IgnoreStopSignals', 'SeedSamples', 'batching', 'prepare_loader',
+           'prepare_loaders', 'ShardBatches', 'shard_loader', 'shard_loaders', 'step_samples', 'step_sizes',
+           'draw_epoch_seed', 'order_generator', 'is_stateful', 'replays', 'seed_workers', 'epoch_batches',
+           'eval_batches', 'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -225,11 +225,19 @@ def _seeded(fetch):
     return seeded_fetch
 
 # %% ../nbs/03a_data.ipynb #c6bc8343
-class IgnoreSigint:
-    "A DataLoader `worker_init_fn` that makes the worker ignore SIGINT, then calls `fn(worker_id)` if given."
+# A signal sent to the whole process group (Ctrl+C in a terminal, SLURM's preemption signal, `kill -TERM -PGID`) reaches
+# the loader's workers too. A worker killed by it fails the fit in the main process ("DataLoader worker is killed by
+# signal") before the stop it asked for can save `last`; a forked worker that kept the fit's Python handler would
+# print its message again. So the workers ignore the signals a fit stops on (`Preemption`'s defaults and SIGUSR2);
+# they end when their loader ends them, or when this process ends.
+STOP_SIGNALS = ('SIGINT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2')
+
+class IgnoreStopSignals:
+    "A DataLoader `worker_init_fn` that makes the worker ignore the `STOP_SIGNALS` (those this platform has), then calls `fn(worker_id)` if given."
     def __init__(self, fn=None): self.fn = fn
     def __call__(self, worker_id: int):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for name in STOP_SIGNALS:
+            if hasattr(signal, name): signal.signal(getattr(signal, name), signal.SIG_IGN)
         if self.fn is not None: self.fn(worker_id)
 
 class SeedSamples:
@@ -249,7 +257,7 @@ class SeedSamples:
 def _rebuild(dl: DataLoader, **changes) -> DataLoader:
     "A new DataLoader with the settings of `dl`, changed by `changes`."
     kwargs = dict(num_workers=dl.num_workers, collate_fn=dl.collate_fn, pin_memory=dl.pin_memory,
-                  timeout=dl.timeout, worker_init_fn=IgnoreSigint(dl.worker_init_fn),
+                  timeout=dl.timeout, worker_init_fn=IgnoreStopSignals(dl.worker_init_fn),
                   multiprocessing_context=dl.multiprocessing_context, generator=torch.Generator(),
                   persistent_workers=dl.persistent_workers, pin_memory_device=dl.pin_memory_device)
     if dl.num_workers > 0: kwargs['prefetch_factor'] = dl.prefetch_factor
@@ -276,7 +284,7 @@ def batching(dl: DataLoader) -> tuple:
 def prepare_loader(dl, train: bool = True):
     "Rebuild a torch `DataLoader` so that the learner controls its order (see above); other loaders pass through."
     if type(dl) is not DataLoader: return dl
-    if isinstance(dl.worker_init_fn, IgnoreSigint): return dl  # prepared already
+    if isinstance(dl.worker_init_fn, IgnoreStopSignals): return dl  # prepared already
     sampler, batch_size, drop_last = batching(dl)
     default_batching = type(dl.batch_sampler) is BatchSampler  # (torch's own, made by the loader or given to it)
     plain_random = type(sampler) is RandomSampler and not sampler.replacement and sampler._num_samples is None
@@ -285,7 +293,7 @@ def prepare_loader(dl, train: bool = True):
         workers = dl.num_workers > 0
         order = ResumableSampler(len(sampler), shuffle=plain_random,
                                  generator=sampler.generator if plain_random else None)
-        init = IgnoreSigint(SeedSamples(dl.worker_init_fn) if workers else dl.worker_init_fn)
+        init = IgnoreStopSignals(SeedSamples(dl.worker_init_fn) if workers else dl.worker_init_fn)
         batches = ResumableBatches(order, batch_size, drop_last, seeded=workers)
         return _with_batch_size(_rebuild(dl, batch_sampler=batches, worker_init_fn=init), batches)
     if dl.batch_sampler is not None and not default_batching:
@@ -381,7 +389,7 @@ def replays(dl) -> bool:
 
 def seed_workers(dl, seed: int):
     "Seed the generator that gives the workers their seeds, in a loader the learner prepared (a user's own: left alone)."
-    if isinstance(getattr(dl, 'worker_init_fn', None), IgnoreSigint): dl.generator.manual_seed(seed)
+    if isinstance(getattr(dl, 'worker_init_fn', None), IgnoreStopSignals): dl.generator.manual_seed(seed)
 
 def epoch_batches(dl, epoch: int, seed: int, skip: int = 0, loader_state=None, offset: int | None = None):
     "An iterator over the batches of `dl` for `epoch` (order `seed`), after `skip` batches (or `offset` samples, all processes together)."

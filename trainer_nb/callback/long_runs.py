@@ -37,8 +37,10 @@ EXIT_REQUEUE = 75  # a script's exit status when running it again continues the 
 def exit_code(learn) -> int:
     "The exit status for a script whose fit ended as `learn.stop_reason`: 0 completed, `EXIT_REQUEUE` (75) if the same command continues it, 130 interrupted, else 1."
     reason = learn.stop_reason
+    state = learn.fit_state
     if reason == 'completed': return 0
-    if reason in ('preempted', 'time_limit') and learn.fit_state.resumable: return EXIT_REQUEUE
+    no_step = reason == 'time_limit' and state.fit_steps == (state.resumed_after or 0)  # (its run made no step)
+    if reason in ('preempted', 'time_limit') and state.resumable and not no_step: return EXIT_REQUEUE
     return 130 if reason == 'interrupted' else 1
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #c35f0092
@@ -53,6 +55,11 @@ def check_signals(signals) -> list[signal.Signals]:
             found.append(getattr(signal, s))
         elif isinstance(s, int) and not isinstance(s, bool): found.append(signal.Signals(s))
         else: raise ValueError(f"Preemption(signals=...) takes signal names or numbers, got {s!r}.")
+    uncatchable = [s.name for s in found if s in (getattr(signal, 'SIGKILL', None), getattr(signal, 'SIGSTOP', None))]
+    if uncatchable:
+        raise ValueError(f"Preemption(signals=...): {', '.join(uncatchable)} cannot be caught by any process, so no "
+                         "fit can stop cleanly on it. Ask the scheduler for SIGTERM or SIGUSR1 before it kills the job.")
+    if not found: raise ValueError("Preemption(signals=...) got no signal; leave it out for SIGTERM and SIGUSR1.")
     if signal.SIGINT in found:
         raise ValueError("SIGINT is Ctrl+C, which every fit already defers to the batch boundary as 'interrupted'.")
     return found
@@ -129,7 +136,11 @@ class TimeLimit(Callback):
 
     def before_fit(self):
         self._last = time.perf_counter()
-        if self.left() <= 0: self.learn.request_stop('time_limit')  # (already past: stop before a step)
+        if self.left() <= 0:  # (already past: stop before a step, and say so: a requeue could not help, see `exit_code`)
+            if self.learn.rank == 0:
+                print(f"trainer_nb: the time limit had passed when the fit started ({-self.left():.0f} s ago): it stops "
+                      "before its first step.", flush=True)
+            self.learn.request_stop('time_limit')
 
     def before_validate(self): self._valid_start = time.perf_counter()
 
@@ -266,7 +277,8 @@ class LossSpikes(Callback):
                  within: int = 200, # training batches
                  lr_scale: float | None = None, # after a rollback, scale the lr by this (`learn.controls.scale_lr`)
                 ):
-        if not factor > 1: raise ValueError(f"LossSpikes(factor=...) must be > 1, got {factor!r}.")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor < math.inf:
+            raise ValueError(f"LossSpikes(factor=...) must be a number > 1 (3: a loss above 3 x the recent mean), got {factor!r}.")
         if lr_scale is not None and not (isinstance(lr_scale, (int, float)) and 0 < lr_scale < math.inf):
             raise ValueError(f"LossSpikes(lr_scale=...) is the factor of the lr after a rollback, a number > 0 (0.5 halves "
                              f"it), or None; got {lr_scale!r}.")
@@ -312,6 +324,7 @@ class LossSpikes(Callback):
                      'tracked': {n: copied(o.state_dict()) for n, o in learn.tracked.items()},
                      'callbacks': {k: copied(cb.state_dict()) for k, cb in self._restored().items()},
                      'counters': {k: getattr(state, k) for k in ('step', 'fit_steps', 'last_eval_step')},
+                     'losses': list(self.losses),  # (the window of the kept weights: what their next losses are measured against)
                      'position': (state.epoch, state.epoch_iter), 'rng': rng_states()}
 
     def _restored(self) -> dict:
@@ -340,13 +353,17 @@ class LossSpikes(Callback):
         state.batches_since_step = 0
         learn.opt.zero_grad(set_to_none=True)
         set_rng_states(kept['rng'])
+        self.losses = deque(kept['losses'], maxlen=self.window)  # (the losses of the undone steps were the undone weights')
         kept['position'] = (state.epoch, state.epoch_iter)  # (a later rollback to it skips from here)
         learn.storage.iter = state.step
         learn.storage.put_scalar('spikes/rollback', record['step'] - record['to_step'], smoothing_hint=False)
-        self.rollbacks.append(record)  # (the losses before the spike stay what the next ones are measured against)
+        self.rollbacks.append(record)
         if learn.rank == 0:
+            by_epochs = '' if state.n_steps is not None else (  # (a fit by epochs ends with its epochs' batches)
+                "; this fit by epochs ends that many steps short, and a schedule over its steps before its end "
+                "(fit(n_steps=...) makes the steps up)")
             print(f"trainer_nb: loss {loss:.4g} at step {record['step']}: back to step {record['to_step']}, skipping "
-                  f"batches {record['skipped']}", flush=True)
+                  f"batches {record['skipped']}{by_epochs}", flush=True)
         if self.lr_scale is not None: learn.controls.scale_lr(self.lr_scale)
 
     def after_fit(self):
