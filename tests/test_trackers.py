@@ -287,6 +287,44 @@ def test_a_new_fit_is_a_new_run(places, tmp_path):
     assert sorted(r.name for r in trackio.Api().runs('trackio-two-fits')) == ['run', 'run-2']
 
 
+def test_a_checkpoint_before_the_first_write_resumes_the_same_trackio_run(places, tmp_path):
+    "A checkpoint that holds no step sent yet (sent_to -1): the resume from it empties the run, which goes on under its name."
+    reference = never_stopped('trackio', places, tmp_path / 'whole')
+    folder = tmp_path / 'early'
+    project = project_of('trackio', folder)
+    def make(): return learner(folder, 'trackio', project, stop=None)
+    from trainer_nb.callback.core import LambdaCallback
+    sent = []
+    def save_at_3(learn):
+        if learn.step == 3:
+            learn.controls.save('at3')  # (at the boundary after step 3, before the first write: every 5 steps)
+            sent.append(learn.report.writers[0].sent_to)
+    learn = make()
+    learn.fit(3, cbs=[LambdaCallback(after_step=save_at_3), stop_at(17)])  # goes on past it to 17, then "crashes"
+    assert sent == [-1] and learn.step == 17
+    learn = make()  # (a new learner loads the checkpoint as a new process would)
+    learn.load('at3')
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', TrackerWarning)  # (the writer must not stop)
+        learn.resume()
+    assert learn.stop_reason == 'completed'
+    logged = one_run('trackio', project, places)  # one run, each step once
+    same(logged, reference)
+    assert sorted(logged['train/loss']) == list(range(1, 25))
+
+
+def test_a_writer_given_to_a_second_learner_reports_that_learners_fit(places, tmp_path):
+    "One writer object for two learners (a sweep in a loop, a cell run again): each run gets its learner's steps."
+    import trackio
+    writer = TrackioWriter(project='trackio-shared-writer')
+    for name in ('a', 'b'):
+        learner(tmp_path / name, 'trackio', 'trackio-shared-writer', stop=None, writer=writer).fit(1)
+    runs = {r.id: r.name for r in trackio.Api().runs('trackio-shared-writer')}
+    logged = {runs[i]: steps_once(series) for i, series in trackio_runs('trackio-shared-writer', places).items()}
+    assert sorted(logged) == ['a', 'b']
+    assert [sorted(logged[n]['train/loss']) for n in ('a', 'b')] == [list(range(1, 9))] * 2
+
+
 class Unreachable:
     "A tracker module every call of which raises, as a tracker that cannot be reached."
     def __init__(self, name: str = 'trackio'): self.name = name

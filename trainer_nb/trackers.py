@@ -5,6 +5,7 @@
 # %% ../nbs/01b_trackers.ipynb #1f2ee7dc
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import sqlite3
@@ -38,10 +39,17 @@ def check_call(func, # the tracker's function or method that a writer calls
                names: list[str], # the arguments the writer passes it
                what: str, # how the message names it: 'trackio.init'
                tested: str, # the version trainer_nb was tested with: 'trackio==0.43.0'
+               yours: dict | None = None, # the keyword arguments you gave the writer, passed on too
               ):
-    "Raise an error naming the version if `func` does not take the arguments `names` (its API moved)."
+    "Raise an error naming the version if `func` does not take the arguments `names` (its API moved), or naming yours if it does not take one of them."
     params = inspect.signature(func).parameters
     if any(p.kind == p.VAR_KEYWORD for p in params.values()): return
+    unknown = [n for n in yours or {} if n not in params]
+    if unknown:  # (a typo, most likely: not the tracker's version)
+        close = {n: difflib.get_close_matches(n, params, n=1) for n in unknown}
+        hints = '; '.join(f"{n!r}" + (f" (did you mean {close[n][0]!r}?)" if close[n] else '') for n in unknown)
+        raise TypeError(f"{what} takes no argument {hints}, which you gave the writer to pass on. Its arguments are: "
+                        f"{', '.join(p for p in params if p not in names)}.")
     missing = [n for n in names if n not in params]
     if missing:
         raise RuntimeError(f"{what} takes no argument {', '.join(map(repr, missing))}, which trainer_nb passes: "
@@ -83,6 +91,8 @@ class TrackerWriter(EventWriter):
         self.error, self._live = None, False
         resume = learn.fit_kind == 'resume' and self.run_id is not None
         if not resume: self.run_id, self.sent_to = None, -1
+        if learn.fit_kind != 'resume':  # a new fit's run gets what is logged from now on (the same writer may have
+            self._seen = {name: h.count for name, h in learn.storage.histories().items()}  # served another learner)
         project = self.project or 'trainer_nb'
         name = self.name or Path(learn.path).resolve().name
         self._guard(self._resume if resume else self._start, project, name, learn)
@@ -155,7 +165,7 @@ class TrackioWriter(TrackerWriter):
         self.init_kwargs = {'embed': False, 'auto_log_cpu': False, 'auto_log_gpu': False, **init_kwargs}
         self._trackio = tracker_module('trackio', 'trackio')
         check_call(self._trackio.init, ['project', 'name', 'config', 'resume', *self.init_kwargs], 'trackio.init',
-                   'trackio==0.43.0')
+                   'trackio==0.43.0', init_kwargs)
         self._run = None
         self.run_name = self.run_project = None  # the run's (trackio resumes a run by its project and name)
 
@@ -171,9 +181,13 @@ class TrackioWriter(TrackerWriter):
         config = next((r.config for r in self._trackio.Api().runs(self.run_project) if r.id == self.run_id), None)
         config = {k: v for k, v in (config or {}).items() if not k.startswith('_')}  # (trackio's own: '_Created'...)
         # (given again: trackio writes a resumed run's config anew, from what `init` is given)
-        self._run = self._trackio.init(project=self.run_project, name=self.run_name, resume='must', config=config,
-                                       **self.init_kwargs)
-        if self._run.id != self.run_id:
+        # a checkpoint taken before the first write (`sent_to` -1) left no row of the run, and trackio knows a run by its
+        # rows: it is made again, under its name
+        anew = self.sent_to < 0
+        self._run = self._trackio.init(project=self.run_project, name=self.run_name, resume='allow' if anew else 'must',
+                                       config=config, **self.init_kwargs)
+        if anew: self.run_id = self._run.id
+        elif self._run.id != self.run_id:
             raise RuntimeError(f"trackio resumed run {self._run.id}, not {self.run_id}: the project "
                                f"{self.run_project!r} has another run named {self.run_name!r}.")
 
@@ -222,7 +236,7 @@ class WandbWriter(TrackerWriter):
         self.after_load, self.init_kwargs = after_load, init_kwargs
         self._wandb = tracker_module('wandb', 'wandb')
         check_call(self._wandb.init, ['project', 'name', 'config', 'id', 'resume', 'resume_from', 'fork_from', 'notes',
-                                      'reinit', *init_kwargs], 'wandb.init', 'wandb==0.31.0')
+                                      'reinit', *init_kwargs], 'wandb.init', 'wandb==0.31.0', init_kwargs)
         self._run, self.run_project = None, None
 
     def _start(self, project, name, learn):
