@@ -325,6 +325,41 @@ def test_a_writer_given_to_a_second_learner_reports_that_learners_fit(places, tm
     assert [sorted(logged[n]['train/loss']) for n in ('a', 'b')] == [list(range(1, 9))] * 2
 
 
+def test_a_write_that_failed_is_sent_by_the_resume(places, tmp_path):
+    "A tracker that fails once (a network error): the fit goes on without it, and the resume sends what it did not."
+    folder = tmp_path / 'flaky'
+    project = project_of('trackio', folder)
+    learn = learner(folder, 'trackio', project)  # stops at 10
+    writer, failed = learn.report.writers[0], []
+    log = writer._log
+    def flaky(step, values):
+        if step == 7 and not failed:
+            failed.append(step)
+            raise ConnectionError('tracker.invalid unreachable')
+        log(step, values)
+    writer._log = flaky
+    with pytest.warns(TrackerWarning, match='unreachable'): learn.fit(3)
+    assert learn.step == STOP and failed == [7]
+    learn.resume()
+    logged = one_run('trackio', project, places)  # one run, each step once: 6 (sent before the failure) too
+    assert sorted(logged['train/loss']) == list(range(1, 25))
+
+
+def test_report_to_in_another_order_after_a_restart_continues_each_run(places, tmp_path):
+    uri, folder = places['MLFLOW_TRACKING_URI'], tmp_path / 'reordered'
+    projects = {t: project_of(t, folder) for t in ('trackio', 'mlflow')}
+    def make(order):
+        return learner(folder, 'trackio', projects['trackio'], uri, writer=[tracker_writer(t, projects[t], uri) for t in order])
+    learn = make(['trackio', 'mlflow'])
+    learn.fit(3)  # stops at 10
+    learn.save('at10')
+    learn = make(['mlflow', 'trackio'])  # (a new process, report_to listed the other way round)
+    learn.load('at10')
+    learn.resume()
+    for tracker in projects:
+        assert sorted(one_run(tracker, projects[tracker], places)['train/loss']) == list(range(1, 25)), tracker
+
+
 class Unreachable:
     "A tracker module every call of which raises, as a tracker that cannot be reached."
     def __init__(self, name: str = 'trackio'): self.name = name

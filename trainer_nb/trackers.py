@@ -99,10 +99,14 @@ class TrackerWriter(EventWriter):
         self._live, self.restored = self.error is None, False
 
     def write(self, storage: EventStorage):
-        new = self._new_counts(storage)  # (marked written, also when the writer has stopped)
-        if not self._live: return
-        rows = rows_by_iteration(storage, new)
+        if not self._live: return  # (stopped: nothing is marked sent, so that a resume sends it)
+        seen, sent_to = dict(self._seen), self.sent_to
+        rows = rows_by_iteration(storage, self._new_counts(storage))
         if rows: self._guard(self._send_rows, rows)
+        if not self._live:  # it failed: what it sent before is stored, and a resume rewinds the run and sends this write again
+            self._seen, self.sent_to = seen, sent_to
+            try: self._flush()
+            except Exception: pass  # (the tracker cannot be reached: its store has what it has)
 
     def _send_rows(self, rows: dict):
         for step, values in rows.items():
@@ -351,8 +355,10 @@ def tracker_writers(report_to, # a tracker's name ('trackio', 'wandb', 'mlflow')
         if isinstance(item, str) and item in TRACKERS: writers.append(TRACKERS[item]())
         elif isinstance(item, EventWriter): writers.append(item)
         else:
+            tensorboard = (" (TensorBoard has no run to continue: report_to=TensorBoardWriter(log_dir) writes its event "
+                           "files)") if item == 'tensorboard' else ''
             raise ValueError(f"report_to={item!r}: give a tracker's name ({', '.join(map(repr, TRACKERS))}), a writer "
-                             "such as TrackioWriter(project='mine'), or a list of them.")
+                             f"such as TrackioWriter(project='mine'), or a list of them{tensorboard}.")
     return writers
 
 class ReportCallback(WriterCallback):
@@ -373,6 +379,14 @@ class ReportCallback(WriterCallback):
         for w in self.writers:
             if hasattr(w, 'end'): w.end(self.learn)
             else: w.close()
+
+    def _load_writers(self, states: list):
+        "Each writer takes the state of a writer to the same tracker, in order (`report_to` may list them in another order now)."
+        by_tracker = {}
+        for state in states: by_tracker.setdefault(state.get('tracker'), []).append(state)
+        for w in self.writers:
+            saved = by_tracker.get(getattr(w, 'tracker', None), [])
+            if saved: w.load_state_dict(saved.pop(0))
 
 def report_callbacks(report_to, # `Learner`'s `report_to`
                     ) -> list:

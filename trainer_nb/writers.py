@@ -243,11 +243,23 @@ class TensorBoardWriter(EventWriter):
         except ImportError as e:
             raise ImportError("TensorBoardWriter needs the tensorboard package: "
                               "pip install \"trainer_nb[tensorboard]\" (or pip install tensorboard).") from e
-        self._writer = SummaryWriter(str(log_dir), **kwargs)
+        self._open = lambda **more: SummaryWriter(str(log_dir), **kwargs, **more)
+        self._writer = self._open()
+        self.last_step = -1  # the last iteration written: a checkpoint keeps it
 
     def write(self, storage: EventStorage):
         for name, new in self._new_counts(storage).items():
-            for value, it in storage.history(name).recent(new): self._writer.add_scalar(name, value, it)
+            for value, it in storage.history(name).recent(new):
+                self._writer.add_scalar(name, value, it)
+                self.last_step = max(self.last_step, it)
         self._writer.flush()
 
     def close(self): self._writer.close()
+
+    def state_dict(self) -> dict: return {**super().state_dict(), 'last_step': self.last_step}
+    def load_state_dict(self, state: dict):
+        "Go on from a checkpoint: TensorBoard drops what the folder holds after its last step (a later checkpoint's, a crash's)."
+        super().load_state_dict(state)
+        self.last_step = state.get('last_step', -1)
+        self._writer.close()
+        self._writer = self._open(purge_step=self.last_step + 1)  # (a new event file, which starts by saying so)
