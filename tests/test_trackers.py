@@ -360,6 +360,16 @@ def test_report_to_in_another_order_after_a_restart_continues_each_run(places, t
         assert sorted(one_run(tracker, projects[tracker], places)['train/loss']) == list(range(1, 25)), tracker
 
 
+def test_a_writer_refuses_what_its_tracker_would_refuse_only_at_the_fit(places):
+    from trainer_nb.trackers import WandbWriter
+    with pytest.raises(ValueError, match="WandbWriter.mode='offlin'.: wandb's mode is one of 'online', 'offline'"):
+        WandbWriter(mode='offlin')
+    with pytest.raises(TypeError, match=r"takes no argument 'entitty' \(did you mean 'entity'\?\), which you gave"):
+        WandbWriter(entitty='me')
+    with pytest.raises(TypeError, match="TrackioWriter.project=3.: the project is a non-empty string"):
+        TrackioWriter(project=3)
+
+
 class Unreachable:
     "A tracker module every call of which raises, as a tracker that cannot be reached."
     def __init__(self, name: str = 'trackio'): self.name = name

@@ -78,6 +78,10 @@ class TrackerWriter(EventWriter):
                  name: str | None = None, # the run's name (default: the run folder's name)
                 ):
         super().__init__()
+        for arg, value in (('project', project), ('name', name)):  # (refused here, not at the fit, which runs untracked)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise TypeError(f"{type(self).__name__}({arg}={value!r}): the {arg} is a non-empty string, or None for "
+                                f"the default.")
         self.project, self.name = project, name
         self.run_id: str | None = None  # the tracker's run: kept in checkpoints, so that a resume continues it
         self.sent_to: int = -1  # the last step sent to the run: a resume drops what the run has after it
@@ -237,6 +241,9 @@ class WandbWriter(TrackerWriter):
         super().__init__(project, name)
         if after_load not in ('rewind', 'fork'):
             raise ValueError(f"after_load={after_load!r}: 'rewind' (the same run) or 'fork' (a new run from it).")
+        modes = ('online', 'offline', 'disabled', 'shared')  # (wandb 0.31's; it says so only when the fit starts)
+        if init_kwargs.get('mode') not in (None, *modes):
+            raise ValueError(f"WandbWriter(mode={init_kwargs['mode']!r}): wandb's mode is one of {', '.join(map(repr, modes))}.")
         self.after_load, self.init_kwargs = after_load, init_kwargs
         self._wandb = tracker_module('wandb', 'wandb')
         check_call(self._wandb.init, ['project', 'name', 'config', 'id', 'resume', 'resume_from', 'fork_from', 'notes',

@@ -239,6 +239,9 @@ class TensorBoardWriter(EventWriter):
                  **kwargs, # passed on to `torch.utils.tensorboard.SummaryWriter`
                 ):
         super().__init__()
+        if not isinstance(log_dir, (str, Path)) or not str(log_dir).strip():
+            raise TypeError(f"TensorBoardWriter(log_dir={log_dir!r}): give the folder of its event files, e.g. "
+                            "TensorBoardWriter(Path(learn.path) / 'tensorboard').")
         try: from torch.utils.tensorboard import SummaryWriter
         except ImportError as e:
             raise ImportError("TensorBoardWriter needs the tensorboard package: "

@@ -90,8 +90,12 @@ class Preemption(Callback):
         self.received = signal.Signals(signum).name
         self.learn.request_stop('preempted')
         if self.message:
-            print(f"\ntrainer_nb: {self.received}: stopping at the next batch boundary and saving checkpoints/last; "
-                  f"then {self.learn.resume_hint} continues the fit.", flush=True)
+            hint = self.learn.resume_hint
+            then = (f"then {hint} continues the fit" if hint != 'learn.resume()' else  # (a scheduler's signal: this process
+                    "then learn.resume() continues the fit here or, once this process has ended, learn.load('last') and "
+                    "learn.resume() do (fit(..., resume='auto') does both)")  # may end soon, and a new one load `last`)
+            print(f"\ntrainer_nb: {self.received}: stopping at the next batch boundary and saving checkpoints/last; {then}.",
+                  flush=True)
 
     def after_fit(self):
         learn = self.learn
@@ -340,7 +344,10 @@ class LossSpikes(Callback):
         recent = [r for r in self.rollbacks if state.batches - r['batch'] < self.within]
         if len(recent) >= self.max_rollbacks:  # (it keeps coming back: stop, with the last good weights)
             learn.controls.set_stop('loss_spike' if math.isfinite(loss) else 'nonfinite')  # (the loop's own kinds of stop)
-            if learn.rank == 0: print(f"trainer_nb: {len(recent) + 1} loss spikes within {self.within} batches: stopping at step {state.step}", flush=True)
+            if learn.rank == 0:
+                print(f"trainer_nb: {len(recent) + 1} loss spikes within {self.within} batches: stopping at step {state.step}, "
+                      "before the last one's update. The loss keeps spiking: lower the lr (LossSpikes(lr_scale=0.5) halves it "
+                      "at each rollback), or allow more rollbacks (LossSpikes(max_rollbacks=...)).", flush=True)
             return
         record = {'step': state.step, 'batch': state.batches, 'loss': loss if math.isfinite(loss) else str(loss),
                   'to_step': kept['counters']['step'], 'skipped': skipped_spans(kept['position'], (state.epoch, state.iter))}
