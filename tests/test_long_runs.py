@@ -227,6 +227,13 @@ def test_a_loss_spike_rolls_back_skips_its_batches_and_ends_with_the_same_weight
     entry = json.loads((tmp_path / 'one' / 'run.json').read_text())['entries'][-1]
     assert entry['rollbacks'][0]['skipped'] == [{'epoch': 0, 'first': 15, 'last': 17}]
     assert [v for v, _ in one.storage.history('spikes/rollback').values()] == [2]
+    # metrics.json keeps the undone steps 16 and 17 as logged, then the steps made again; as a curve, the later values
+    from trainer_nb.writers import metrics_series, read_metrics
+    logged = one.storage.history('train/loss').values()
+    assert [it for _, it in logged].count(16) == 2  # (the storage: both)
+    steps, values = metrics_series(read_metrics(tmp_path / 'one' / 'metrics.json'))['train/loss']
+    assert steps == list(range(1, 44))
+    assert values == pytest.approx(list({it: v for v, it in logged}.values()), rel=1e-6)  # (the last value of each step)
     nan = run('nan')  # a NaN loss: rolled back the same way
     assert nan.stop_reason == 'completed' and nan.loss_spikes.rollbacks[0]['loss'] == 'nan'
     assert weights(nan.model) == weights(one.model)

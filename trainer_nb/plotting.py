@@ -5,6 +5,7 @@
 # %% ../nbs/11a_plotting.ipynb #bceb364c
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import io
 import math
@@ -60,14 +61,22 @@ class Curve:
         points = [(x, self.average.update(y) if self.average else y) for y, x in pairs if math.isfinite(y)]
         if not points: return
         for x, y in points:
+            if self.last is not None and x <= self.last[0]: self._go_back(x)  # (a step made again, after a rollback)
+            self.last = (x, y)
             if self.n % self.stride == 0:
                 self.xs.append(x)
                 self.ys.append(y)
                 if len(self.xs) > self.max_points:  # every other point, and from now on one value in twice as many
                     self.xs, self.ys, self.stride = self.xs[::2], self.ys[::2], self.stride * 2
             self.n += 1
-        self.last = points[-1]
         self.bounds = _widen(self.bounds, [x for x, _ in points], [y for _, y in points])
+
+    def _go_back(self, x: float):
+        "Drop the points from step `x` on: the steps that `LossSpikes` undid are made again, and their new values replace them."
+        keep = bisect.bisect_left(self.xs, x)
+        del self.xs[keep:], self.ys[keep:]
+        self.last = (self.xs[-1], self.ys[-1]) if self.xs else None
+        self.bounds = _widen(None, self.xs, self.ys) if self.xs else None
 
     @property
     def flat(self) -> bool:

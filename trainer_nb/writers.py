@@ -5,6 +5,7 @@
 # %% ../nbs/01a_writers.ipynb #6606ca4a
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import time
@@ -190,7 +191,7 @@ def as_number(value) -> float | None:
     except ValueError: return None
 
 def metrics_series(records: list[dict]) -> dict[str, tuple[list, list]]:
-    "The curves of `read_metrics`'s records: name -> (steps, values), the values as floats (values not numbers left out)."
+    "The curves of `read_metrics`'s records: name -> (steps, values), the values as floats (values not numbers left out); a step logged again replaces the curve from it on."
     series = {}
     for record in records:
         step = record.get('iter') if isinstance(record, dict) else None
@@ -199,6 +200,9 @@ def metrics_series(records: list[dict]) -> dict[str, tuple[list, list]]:
             value = as_number(value) if name != 'iter' else None
             if value is None: continue
             steps, values = series.setdefault(name, ([], []))
+            if steps and step <= steps[-1]:  # (a step made again: `LossSpikes` undid the steps from there)
+                cut = bisect.bisect_left(steps, step)
+                del steps[cut:], values[cut:]
             steps.append(step)
             values.append(value)
     return series
