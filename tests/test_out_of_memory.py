@@ -157,7 +157,9 @@ def test_one_sample_a_part_still_too_much_stops_with_the_message(tmp_path, capsy
     learn = make_learner(tmp_path, cbs=[Never(), MicroBatches('auto')], plain=True)  # (batch norm needs 2 samples)
     learn.fit(1)
     assert (learn.stop_reason, learn.fit_state.micro, learn.step) == ('out_of_memory', BS, 0)
-    assert f'in {BS} parts' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f'in {BS} parts' in out and 'each part is one sample already, so more parts cannot help' in out
+    assert f'MicroBatches({2 * BS})' not in out  # (more parts than samples: not a fix)
 
 
 def test_resume_with_micro_batches_after_a_stop(tmp_path, reference):

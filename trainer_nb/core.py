@@ -208,11 +208,11 @@ class HeldContext:
         if cm is not None: cm.__exit__(None, None, None)
 
 # %% ../nbs/00_core.ipynb #fb16f1f9
-STOP_KINDS = ('cancelled', 'time_limit', 'interrupted', 'preempted', 'loss_spike', 'nonfinite')  # the stops processes agree on, the strongest last
+STOP_KINDS = ('cancelled', 'time_limit', 'interrupted', 'preempted', 'loss_spike', 'nonfinite', 'out_of_memory')  # the strongest last
 
 def stop_strength(kind: str) -> int:
-    "Where `kind` stands among the `STOP_KINDS`: of two stops asked for, the stronger is kept (an out-of-memory stop, which ends the batch at once, above all)."
-    return STOP_KINDS.index(kind) if kind in STOP_KINDS else len(STOP_KINDS)
+    "Where `kind` stands among the `STOP_KINDS`: of two stops asked for, the stronger is kept (`Controls.set_stop`)."
+    return STOP_KINDS.index(kind)
 MEETING_POINTS = ('backward', 'boundary')  # where the processes agree in a training batch: before its backward pass, after its step
 
 @dataclass(slots=True)

@@ -17,8 +17,8 @@ from .parts import PEER_OUT_OF_MEMORY, batch_size
 from .state import fit_position
 
 # %% auto #0
-__all__ = ['running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures', 'out_of_memory_message',
-           'validation_out_of_memory_message', 'OutOfMemory']
+__all__ = ['CANNOT_STOP_VALIDATION', 'running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures',
+           'out_of_memory_message', 'validation_out_of_memory_message', 'OutOfMemory']
 
 # %% ../nbs/03e_out_of_memory.ipynb #1ee8895f
 def running_stats(model: nn.Module) -> list[torch.Tensor]:
@@ -90,11 +90,17 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
                           micro: int = 1, # the parts each batch was split into
                          ) -> str:
     "What an out-of-memory stop prints: the batch, the memory, the fixes."
+    head = (f"Out of memory in {where} ({n_samples} samples{f', in {micro} parts' if micro > 1 else ''}): {error} "
+            f"Nothing of the batch was applied, and the fit stopped before it.{memory_figures(device)} To go on: ")
+    if micro >= n_samples:  # (a part is one sample already: more parts cannot help)
+        return head + ("each part is one sample already, so more parts cannot help: use less memory a sample (mixed "
+                       "precision, a smaller model or input, activation checkpointing), or set "
+                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the first CUDA call (fragmented "
+                       f"memory). {resume_hint} retries the same batch.")
     k = 2 * micro
     fix = (f"learn.resume(cbs=[MicroBatches({k})])" if resume_hint == 'learn.resume()'
            else f"{resume_hint} with MicroBatches({k})")
-    return (f"Out of memory in {where} ({n_samples} samples{f', in {micro} parts' if micro > 1 else ''}): {error} "
-            f"Nothing of the batch was applied, and the fit stopped before it.{memory_figures(device)} To go on: "
+    return (head +
             f"{fix} splits each batch in {k} parts (the same result, less memory), or MicroBatches('auto') finds the "
             "parts; or use a smaller batch size; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before "
             f"the first CUDA call (fragmented memory). {resume_hint} retries the same batch.")
@@ -116,6 +122,9 @@ _CANNOT_UNDO = ("(out of memory where the fit cannot undo the batch: in the opti
                 "that added to gradients accumulated before it, or, with several processes, once they exchange "
                 "gradients, or with nan_guard=False (the NaN guard's meeting before backward is what tells them). "
                 "Load the last checkpoint (learn.load('last')), then resume with MicroBatches or a smaller batch.)")
+CANNOT_STOP_VALIDATION = ("(out of memory in a validation batch with several processes: the others would wait for this "
+                          "one at the validation's end, so the fit cannot stop cleanly here. Give the validation loader "
+                          "smaller batches, then load the last checkpoint (learn.load('last')) and resume.)")
 
 class OutOfMemory:
     "A fit's handling of out-of-memory errors in its batches: the undo of a training batch, a retry if offered, the stop."
@@ -146,13 +155,13 @@ class OutOfMemory:
             self.undo(learn, batch, learn.data_time)
             if not self.retries(): self.stop_before(learn, error, batch, n_samples)
 
-    def attempt(self, body, can_undo: bool = True) -> str | None:
+    def attempt(self, body, can_undo: bool = True, note: str = _CANNOT_UNDO) -> str | None:
         "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
         self.can_undo = can_undo
         try: body()
         except torch.OutOfMemoryError as e:
             if self.can_undo: return first_line(e)
-            raise drop_frames(add_note(e, _CANNOT_UNDO))
+            raise drop_frames(add_note(e, note))  # (what to do instead: `_CANNOT_UNDO`, or a validation's)
         return None
 
     def backward_starts(self, comm) -> bool:
