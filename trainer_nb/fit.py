@@ -188,10 +188,16 @@ class FitRun:
         "Validate if the fit state says so (`eval_every` steps, the epoch's end); mid-epoch, then go back to training."
         learn = self.learn
         if learn.dls.valid is None or not self.state.eval_due(epoch_end): return
-        with restored_rng():  # (the training's random streams go on as if it had not run, whatever its loader draws)
-            learn.validation(learn.dls.valid)
+        self._validation(back_to_training=not epoch_end)
         self.state.last_eval_step = self.state.fit_steps
-        if not epoch_end: learn.set_mode(True, learn.dls.train)
+
+    def _validation(self, back_to_training: bool) -> dict | None:
+        "A validation in the fit, which the training goes on after as if it had not happened: its results."
+        learn = self.learn
+        with restored_rng():  # (the training's random streams are left as they were, whatever its loader draws)
+            results = learn.validation(learn.dls.valid)
+        if back_to_training: learn.set_mode(True, learn.dls.train)  # (between two training batches)
+        return results
 
     def _at_boundary(self):
         "The batch boundary: carry out the controls requested since the last one; then, if all agree, stop the fit here."
@@ -205,7 +211,4 @@ class FitRun:
         learn = self.learn
         if kind == 'save': return learn.save(value).relative_to(learn.path)
         if kind != 'validate' or learn.dls.valid is None: return None
-        with restored_rng():  # the training goes on as if this validation had not happened (same random streams)
-            results = learn.validation(learn.dls.valid)
-        learn.set_mode(True, learn.dls.train)
-        return results or {}
+        return self._validation(back_to_training=True) or {}

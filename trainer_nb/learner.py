@@ -291,7 +291,7 @@ class Learner:
 
     # ---- one batch: from the loader's batch to the optimizer step, with its events (the loop's body)
     def set_batch(self, batch, data_time: float = 0.):
-        "The one place that sets the per-batch fields: `batch` (moved to the device) and its `xb` and `yb`, or None; what was computed from it dropped."
+        "Set the per-batch fields for a new batch: `batch` (moved to the device) and its `xb` and `yb`, or None; what was computed from it dropped."
         if batch is None: self.xb = self.yb = None
         else:
             if self.device.type != 'cpu': batch = to_device(batch, self.device, non_blocking=True)
