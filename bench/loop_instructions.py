@@ -19,8 +19,14 @@ learner, as `overhead.py` times them): `hand`, `bare`, `default`, and the defaul
 (`--steps` and three times as many); the difference gives the instructions a step, and what is left the fixed cost of
 a fit (the learner made, `before_fit`, `after_fit` with its final figure and files). About a minute a variant.
 
+With `--cache` (and `--mlp`), valgrind also simulates the caches and the branch predictor (`--cache-sim=yes
+--branch-sim=yes`, slower): a table of a step's first-level cache misses (instruction and data) and mispredicted
+branches, each to the hand loop's, and a rough cost in cycles, `Ir + 10 x L1 misses + 15 x mispredictions` (a textbook
+weighting, not this machine's), to the hand loop's: a measure closer to the clock than instructions alone.
+
 Run: python bench/loop_instructions.py [--commit 7dfc9bd] [--steps 1000]
      python bench/loop_instructions.py --mlp [--steps 500] [--variants hand,bare,default,default-writer]
+     python bench/loop_instructions.py --mlp --cache [--steps 300] [--variants hand,bare,default]
 """
 import argparse
 import contextlib
@@ -86,6 +92,22 @@ def mlp_child(variant: str, steps: int):
     counting(False)
 
 
+def cache_table(variants: list[str], steps: int):
+    "A step's cache misses and mispredicted branches of each variant, from fits of `steps` and `3 * steps` steps (simulated)."
+    print(f"simulated caches and branches, a step of the MLP benchmark (fits of {steps} and {3 * steps} steps)")
+    print("| variant | instructions | L1 misses (I, D) | mispredicted branches | Ir + 10 x L1 + 15 x mispredicted |")
+    print("|---|---|---|---|---|")
+    rows = {}
+    for v in variants:
+        short, long = count(v, steps, None, mlp=True, cache=True), count(v, 3 * steps, None, mlp=True, cache=True)
+        e = {k: (long[k] - short[k]) / (2 * steps) for k in long}
+        rows[v] = (e['Ir'], e['I1mr'] + e['D1mr'] + e['D1mw'], e['Bcm'] + e['Bim'])
+        rows[v] += (rows[v][0] + 10 * rows[v][1] + 15 * rows[v][2],)
+        h = rows.get('hand', rows[v])
+        print(f"| {v} | {rows[v][0] / 1e3:.1f}k ({rows[v][0] / h[0]:.3f}) | {rows[v][1] / 1e3:.1f}k ({rows[v][1] / h[1]:.3f}) "
+              f"| {rows[v][2] / 1e3:.1f}k ({rows[v][2] / h[2]:.3f}) | {rows[v][3] / 1e3:.0f}k ({rows[v][3] / h[3]:.3f}) |", flush=True)
+
+
 def mlp_table(variants: list[str], steps: int):
     "Instructions a step and a fit's fixed instructions of each variant, from fits of `steps` and `3 * steps` steps."
     print(f"instructions of the MLP benchmark of overhead.py (fits of {steps} and {3 * steps} steps, torch {torch.__version__})")
@@ -102,14 +124,17 @@ def mlp_table(variants: list[str], steps: int):
               f"| {ratio:.3f} |", flush=True)
 
 
-def count(variant: str, steps: int, commit: str | None, mlp: bool = False) -> int:
-    "The instructions counted in a child process running `variant`."
-    cmd = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--callgrind-out-file=/dev/null', sys.executable,
+def count(variant: str, steps: int, commit: str | None, mlp: bool = False, cache: bool = False):
+    "The instructions counted in a child process running `variant`; with `cache`, every simulated event, by name."
+    cmd = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--callgrind-out-file=/dev/null',
+           *(['--cache-sim=yes', '--branch-sim=yes'] if cache else []), sys.executable,
            __file__, '--child', variant, '--steps', str(steps)] + (['--commit', commit] if commit else []) + \
           (['--mlp'] if mlp else [])
     env = dict(os.environ, PYTHONHASHSEED='0')  # (string hashes change dict probing from run to run otherwise)
     run = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-    return int(re.search(r'Collected : (\d+)', run.stderr).group(1))
+    collected = [int(n) for n in re.search(r'Collected : ([\d ]+)', run.stderr).group(1).split()]
+    if not cache: return collected[0]
+    return dict(zip(re.search(r'Events +: ([\w ]+)', run.stderr).group(1).split(), collected))
 
 
 def main():
@@ -118,9 +143,11 @@ def main():
     parser.add_argument('--steps', type=int, default=1000)
     parser.add_argument('--mlp', action='store_true', help="overhead.py's MLP variants, a cost a step and a fixed cost")
     parser.add_argument('--variants', default='hand,bare,default', help="with --mlp: the variants, comma-separated")
+    parser.add_argument('--cache', action='store_true', help="with --mlp: simulated cache misses and branches too")
     parser.add_argument('--child', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child: return mlp_child(args.child, args.steps) if args.mlp else child(args.child, args.steps, args.commit)
+    if args.mlp and args.cache: return cache_table(args.variants.split(','), args.steps)
     if args.mlp: return mlp_table(args.variants.split(','), args.steps)
     variants = ['hand', 'bare', 'bare_noguard'] + (['bare_then'] if args.commit else [])
     per_step = {v: count(v, args.steps, args.commit) / args.steps for v in variants}

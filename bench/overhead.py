@@ -115,9 +115,14 @@ def hand_toolkit(dl, steps, out):
     return model
 
 
+def run_folder(out) -> str:
+    "A run folder of its own for each fit, in `out`, as a user's run has (its metrics.json is not another run's)."
+    return tempfile.mkdtemp(dir=out)
+
+
 def learner(dl, steps, out, default_cbs, toolkit=False, plot=True, progress=True, record=True):
     cbs = [GradientClip(1.0), TerminateOnNaN()] if toolkit else []
-    learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
+    learn = Learner(make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=run_folder(out), device='cpu',
                     default_cbs=default_cbs, cbs=cbs, progress=progress)
     if not plot: learn.remove_cb('live_plot')
     if not record: learn.remove_cb('run_record')
@@ -128,7 +133,7 @@ def learner(dl, steps, out, default_cbs, toolkit=False, plot=True, progress=True
 
 
 def own_loop(dl, steps, out):
-    learn = Learner(make_model(), dl, path=out, device='cpu')
+    learn = Learner(make_model(), dl, path=run_folder(out), device='cpu')
     opt = torch.optim.AdamW(learn.model.parameters(), lr=1e-3)
     learn.track(opt=opt)
     model = learn.model
@@ -184,7 +189,7 @@ def hand_bert(dl, steps, out):
 
 
 def default_bert(dl, steps, out):
-    learn = Learner(make_bert(), dl, lr=1e-3, path=out, device='cpu')
+    learn = Learner(make_bert(), dl, lr=1e-3, path=run_folder(out), device='cpu')
     with open(Path(out) / 'stdout.txt', 'a') as f, contextlib.redirect_stdout(f): learn.fit(n_steps=steps)
     return learn.model
 
