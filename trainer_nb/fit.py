@@ -135,6 +135,7 @@ class FitRun:
         "The end of a fit: the stop reason if `error` ended it, every callback's `after_fit`, then the error, if any."
         if error is not None: self._stopped(stop_reason_of(error))  # (a second interrupt: the batch may be half-done)
         error = None if error is None else fit_error(error, fit_position(self.learn))  # (a note: where it stopped)
+        self.learn.storage.iter = self.state.step  # (a batch cut short set the next step's: what `after_fit` logs is the last step's)
         failures = self.learn.callbacks.run_all('after_fit')  # KeyboardInterrupt too: the others still close their files
         if error is None and failures: self._stopped(stop_reason_of(failures[0]))
         if error is not None or failures: raise first_error(error, failures)
