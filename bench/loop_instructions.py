@@ -92,6 +92,14 @@ def mlp_child(variant: str, steps: int):
     counting(False)
 
 
+def a_step(variant: str, steps: int, cache: bool = False) -> tuple[dict, dict]:
+    "The counts of `variant` a step and the fixed counts of a fit, by event (`Ir`: instructions), from fits of `steps` and `3 * steps` steps."
+    short, long = (count(variant, n, None, mlp=True, cache=cache) for n in (steps, 3 * steps))
+    if not cache: short, long = {'Ir': short}, {'Ir': long}
+    step = {k: (long[k] - short[k]) / (2 * steps) for k in long}
+    return step, {k: short[k] - steps * step[k] for k in short}
+
+
 def cache_table(variants: list[str], steps: int):
     "A step's cache misses and mispredicted branches of each variant, from fits of `steps` and `3 * steps` steps (simulated)."
     print(f"simulated caches and branches, a step of the MLP benchmark (fits of {steps} and {3 * steps} steps)")
@@ -99,8 +107,7 @@ def cache_table(variants: list[str], steps: int):
     print("|---|---|---|---|---|")
     rows = {}
     for v in variants:
-        short, long = count(v, steps, None, mlp=True, cache=True), count(v, 3 * steps, None, mlp=True, cache=True)
-        e = {k: (long[k] - short[k]) / (2 * steps) for k in long}
+        e, _ = a_step(v, steps, cache=True)
         rows[v] = (e['Ir'], e['I1mr'] + e['D1mr'] + e['D1mw'], e['Bcm'] + e['Bim'])
         rows[v] += (rows[v][0] + 10 * rows[v][1] + 15 * rows[v][2],)
         h = rows.get('hand', rows[v])
@@ -115,10 +122,9 @@ def mlp_table(variants: list[str], steps: int):
     print("|---|---|---|---|---|")
     costs = {}
     for v in variants:
-        short, long = count(v, steps, None, mlp=True), count(v, 3 * steps, None, mlp=True)
-        per_step = (long - short) / (2 * steps)
-        costs[v] = per_step, short - steps * per_step
-        hand = costs.get('hand', costs[v])
+        step, fixed = a_step(v, steps)
+        costs[v] = step['Ir'], fixed['Ir']
+        per_step, hand = costs[v][0], costs.get('hand', costs[v])
         ratio = (costs[v][1] + 2000 * per_step) / (hand[1] + 2000 * hand[0])
         print(f"| {v} | {per_step / 1e3:.1f}k | {(per_step - hand[0]) / 1e3:+.1f}k | {costs[v][1] / 1e6:.1f}M "
               f"| {ratio:.3f} |", flush=True)

@@ -92,18 +92,15 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
     "What an out-of-memory stop prints: the batch, the memory, the fixes."
     head = (f"Out of memory in {where} ({n_samples} samples{f', in {micro} parts' if micro > 1 else ''}): {error} "
             f"Nothing of the batch was applied, and the fit stopped before it.{memory_figures(device)} To go on: ")
-    if micro >= n_samples:  # (a part is one sample already: more parts cannot help)
-        return head + ("each part is one sample already, so more parts cannot help: use less memory a sample (mixed "
-                       "precision, a smaller model or input, activation checkpointing), or set "
-                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the first CUDA call (fragmented "
-                       f"memory). {resume_hint} retries the same batch.")
     k = 2 * micro
-    fix = (f"learn.resume(cbs=[MicroBatches({k})])" if resume_hint == 'learn.resume()'
-           else f"{resume_hint} with MicroBatches({k})")
-    return (head +
-            f"{fix} splits each batch in {k} parts (the same result, less memory), or MicroBatches('auto') finds the "
-            "parts; or use a smaller batch size; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before "
-            f"the first CUDA call (fragmented memory). {resume_hint} retries the same batch.")
+    call = (f"learn.resume(cbs=[MicroBatches({k})])" if resume_hint == 'learn.resume()'
+            else f"{resume_hint} with MicroBatches({k})")
+    fix = (f"{call} splits each batch in {k} parts (the same result, less memory), or MicroBatches('auto') finds the "
+           "parts; or use a smaller batch size" if micro < n_samples else  # (a part is one sample already:)
+           "each part is one sample already, so more parts cannot help: use less memory a sample (mixed precision, a "
+           "smaller model or input, activation checkpointing)")
+    return (f"{head}{fix}; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the first CUDA call "
+            f"(fragmented memory). {resume_hint} retries the same batch.")
 
 def validation_out_of_memory_message(where: str, # the batch, in words (`fit_position`)
                                      n_samples: int, # its samples (in this process)

@@ -60,15 +60,17 @@ class Curve:
         "Add `(value, iteration)` pairs, in order; values that are not finite (a NaN loss) are skipped."
         points = [(x, self.average.update(y) if self.average else y) for y, x in pairs if math.isfinite(y)]
         if not points: return
-        for x, y in points:
-            if self.last is not None and x <= self.last[0]: self._go_back(x)  # (a step made again, after a rollback)
-            self.last = (x, y)
+        last_x, kept = (-math.inf if self.last is None else self.last[0]), 0
+        for i, (x, y) in enumerate(points):
+            if x <= last_x: self._go_back(x); kept = i  # (a step made again, after a rollback: the points before it go)
+            last_x = x
             if self.n % self.stride == 0:
                 self.xs.append(x)
                 self.ys.append(y)
                 if len(self.xs) > self.max_points:  # every other point, and from now on one value in twice as many
                     self.xs, self.ys, self.stride = self.xs[::2], self.ys[::2], self.stride * 2
             self.n += 1
+        self.last, points = points[-1], points[kept:]
         self.bounds = _widen(self.bounds, [x for x, _ in points], [y for _, y in points])
 
     def _go_back(self, x: float):

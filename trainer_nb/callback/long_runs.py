@@ -90,10 +90,10 @@ class Preemption(Callback):
         self.received = signal.Signals(signum).name
         self.learn.request_stop('preempted')
         if self.message:
-            hint = self.learn.resume_hint
-            then = (f"then {hint} continues the fit" if hint != 'learn.resume()' else  # (a scheduler's signal: this process
+            hint = self.learn.resume_hint  # (a scheduler's signal: this process may end soon, and a new one load `last`)
+            then = (f"then {hint} continues the fit" if hint != 'learn.resume()' else
                     "then learn.resume() continues the fit here or, once this process has ended, learn.load('last') and "
-                    "learn.resume() do (fit(..., resume='auto') does both)")  # may end soon, and a new one load `last`)
+                    "learn.resume() do (fit(..., resume='auto') does both)")
             print(f"\ntrainer_nb: {self.received}: stopping at the next batch boundary and saving checkpoints/last; {then}.",
                   flush=True)
 
