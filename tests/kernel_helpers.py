@@ -38,10 +38,10 @@ class Kernel:
         out, updates, _ = self.collect(self.kc.execute(code), timeout)
         return out, updates
 
-    def collect(self, msg_id, timeout, on_message=None):
-        "Read iopub until the request `msg_id` is idle: its printed text, and every comm update with its time."
+    def collect(self, msg_id, timeout, on_message=None, expect: str = 'ok'):
+        "Read iopub until the request `msg_id` is idle (its status must be `expect`): its printed text, and every comm update with its time."
         status, out, updates, t = self._read(msg_id, timeout, on_message=on_message)
-        assert status == 'ok', out
+        assert status == expect, out
         return out, updates, t
 
     def _read(self, msg_id, timeout, on_message=None, on_output=None):

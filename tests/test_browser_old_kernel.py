@@ -3,8 +3,9 @@ Colab), in a second environment that this test makes (a venv over this one's pac
 
 The fit shows its progress bars and its live plot (display updates need no click path); the panel shows no button,
 and its one line says that clicks cannot reach the cell and names the kernel interrupt and `learn.resume()`. The
-kernel interrupt (what ■ sends) stops the fit cleanly at a batch boundary, the line under the table says so, and
-`learn.resume()` in the next cell completes it.
+kernel interrupt (what ■ sends) stops the fit cleanly at a batch boundary, the line under the table says so, the
+cell ends as an interrupt in one line (`FitInterrupted`), so that Run All runs no further cell, and `learn.resume()`
+in the next cell, run by hand, completes it.
 """
 import re
 import site
@@ -103,12 +104,23 @@ def test_no_subshells_no_buttons_interrupt_and_resume(tmp_path, artifacts, old_k
             element_screenshot(page, '.jp-Cell:has(progress)', shots / 'old_kernel_running.png')
             kernel = re.search(r'"id": ?"([^"]+)"', lab.api('GET', '/api/kernels').decode()).group(1)
             lab.api('POST', f'/api/kernels/{kernel}/interrupt')  # what the ■ button sends
+            # the fit stops cleanly, then its cell ends as an interrupt, in one line: Run All stops there
+            wait_for(lambda: 'FitInterrupted' in outputs_text(page), 60, "the interrupted cell's last line")
+            time.sleep(2)  # (long enough for the next cell to have run, had Run All gone on)
+            interrupted = outputs_text(page)
+            element_screenshot(page, '.jp-Cell:has(table)', shots / 'old_kernel_interrupted_cell.png')
+            # the person runs the rest by hand: the selected cell and those below it, from the Run menu's command
+            page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 2; "
+                          "return window.jupyterapp.commands.execute('notebook:run-all-below'); }")
             text = wait_for(lambda: 'RESUMED' in outputs_text(page) and outputs_text(page), 120, 'the resumed fit')
             element_screenshot(page, '.jp-OutputArea-output:has(table)', shots / 'old_kernel_stopped.png')
             browser.close()
     finally:
         lab.close()
     assert re.search(r'IPYKERNEL 6\.', text), text
+    assert 'RESULT' not in interrupted and 'Traceback' not in interrupted, interrupted  # (Run All stopped; one line)
+    assert re.search(r'FitInterrupted: the fit stopped cleanly after step \d+, and learn\.resume\(\) continues it\. '
+                     r'The cell ends as an interrupt, so that Run All goes no further\.', interrupted), interrupted
     assert buttons == 0 and bars >= 1, (buttons, bars)
     assert 'interrupt the kernel' in line and 'learn.resume() then continues it' in line, line
     reason, step, resumable = re.search(r'RESULT (\w+) (\d+) (\w+)', text).groups()

@@ -187,7 +187,9 @@ def test_tutorial_shape(path):
     unexecuted = [s.splitlines()[0] for c, s in zip([c for c in cells if c['cell_type'] == 'code'], code)
                   if not c.get('outputs') and re.search(r'\.show_loop\(|plt\.show\(\)', s)]
     assert not unexecuted, f"{path.name} was saved without outputs: run tools/exec_notebooks.sh {path.relative_to(ROOT)}"
-    errors = [o for c in cells for o in c.get('outputs', []) if o.get('output_type') == 'error']
+    # (an error, except the one line a cell ends with when the kernel's interrupt stopped its fit, in a cell that says so)
+    errors = [o for c in cells for o in c.get('outputs', []) if o.get('output_type') == 'error'
+              and not (o.get('ename') == 'FitInterrupted' and 'raises-exception' in c['metadata'].get('tags', []))]
     assert not errors, f"{path.name} was saved with an error output"
 
 

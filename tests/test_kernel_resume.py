@@ -2,6 +2,7 @@
 kernel's process group), run `learn.resume()` in the next cell, and compare with an uninterrupted fit run in the
 same kernel."""
 import random
+import re
 import time
 from pathlib import Path
 
@@ -41,9 +42,14 @@ def test_kernel_interrupt_then_resume_in_next_cell(tmp_path, seed):
 
         status, out = kernel.execute(f"learn = make_learner({str(tmp_path / 'a')!r})\n"
                                      "learn.fit_one_cycle(N_EPOCHS, 1e-2, cbs=[Slow()])\n"
-                                     "print('AFTER', learn.stop_reason, learn.step)", on_output=interrupt_when_started)
-        assert status == 'ok', out  # the interrupt stopped the fit cleanly: no KeyboardInterrupt in the cell
-        assert 'stopping after this batch' in out and 'AFTER interrupted' in out, out
+                                     "print('NOT REACHED')", on_output=interrupt_when_started)
+        # the interrupt stopped the fit cleanly, then ended the cell as an interrupt (Run All stops there), in one line
+        assert status == 'error' and 'stopping after this batch' in out and 'NOT REACHED' not in out, out
+        assert re.search(r'^FitInterrupted: the fit stopped cleanly after step \d+, and learn.resume\(\) continues it\. '
+                         r'The cell ends as an interrupt, so that Run All goes no further\.$', out, re.M), out
+        assert 'Traceback' not in out and out.count('FitInterrupted') == 1, out
+        status, out = kernel.execute("print('AFTER', learn.stop_reason, learn.step)")
+        assert status == 'ok' and 'AFTER interrupted' in out, out
         status, out = kernel.execute("learn.resume()\nprint('RESUMED', learn.stop_reason, learn.step)")
         assert status == 'ok' and 'RESUMED completed 36' in out, out
         status, out = kernel.execute(f"ref = make_learner({str(tmp_path / 'b')!r})\n"

@@ -252,8 +252,8 @@ def test_bar_status_line_and_plot_agree_within_a_second(tmp_path, monkeypatch):
 
 # --- A frontend that never sends on a subshell (as VS Code), and a live view with no widget at all ---
 
-def display_messages(kernel, code, timeout=120, on_message=None):
-    "Run `code`; return its display messages in order: (msg_type, display_id, data) of display_data/update_display_data."
+def display_messages(kernel, code, timeout=120, on_message=None, expect='ok'):
+    "Run `code` (its status must be `expect`); return its display messages in order: (msg_type, display_id, data) of display_data/update_display_data."
     seen = []
 
     def record(msg):
@@ -261,7 +261,7 @@ def display_messages(kernel, code, timeout=120, on_message=None):
             seen.append((msg['msg_type'], msg['content'].get('transient', {}).get('display_id'), msg['content']['data']))
         if on_message: on_message(msg)
 
-    out, updates, _ = kernel.collect(kernel.kc.execute(code), timeout=timeout, on_message=record)
+    out, updates, _ = kernel.collect(kernel.kc.execute(code), timeout=timeout, on_message=record, expect=expect)
     return seen, out, updates
 
 
@@ -290,7 +290,9 @@ def test_a_client_without_subshells_sees_no_buttons_a_live_plot_in_place_and_an_
                 interrupted['at'] = time.time()
                 kernel.interrupt()
 
-        seen, out, comm_updates = display_messages(kernel, fit, on_message=on_message)
+        # (the interrupt ends the cell, once the fit has stopped cleanly: Run All would stop there)
+        seen, out, comm_updates = display_messages(kernel, fit, on_message=on_message, expect='error')
+        assert 'FitInterrupted: the fit stopped cleanly after step' in out, out
         reason, steps, *_ = parse_result(kernel.run(report)[0])
         kernel.run("learn.resume()")
         resumed, ended = weights_digest(kernel), parse_result(kernel.run(report)[0])

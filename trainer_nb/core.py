@@ -22,8 +22,8 @@ import torch
 # %% auto #0
 __all__ = ['STOP_KINDS', 'MEETING_POINTS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model',
            'find_bs', 'is_whole', 'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook',
-           'import_in_background', 'add_note', 'warn_at_caller', 'stop_message', 'DeferredInterrupt', 'HeldContext',
-           'stop_strength', 'BatchMessage', 'SingleProcess']
+           'import_in_background', 'add_note', 'warn_at_caller', 'stop_message', 'DeferredInterrupt', 'FitInterrupted',
+           'HeldContext', 'stop_strength', 'BatchMessage', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -190,6 +190,10 @@ class DeferredInterrupt:
         if self.installed:
             signal.signal(signal.SIGINT, self._previous)
             self.installed = False
+
+class FitInterrupted(KeyboardInterrupt):
+    "What a Jupyter cell ends with once a fit that the kernel's interrupt stopped cleanly is over: Run All stops there."
+    def _render_traceback_(self) -> list[str]: return [f"FitInterrupted: {self}"]  # (IPython shows this line, no traceback)
 
 # %% ../nbs/00_core.ipynb #6a572133
 class HeldContext:

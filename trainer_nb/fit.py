@@ -10,14 +10,14 @@ from pathlib import Path
 
 from .callback.core import (CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
-from .core import DeferredInterrupt, is_whole, stop_message
+from .core import DeferredInterrupt, FitInterrupted, in_notebook, is_whole, stop_message
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .parts import batch_size, nan_guard_for
 from .state import FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
 
 # %% auto #0
 __all__ = ['LENGTH_FIXES', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'plan_fit', 'interrupt_message',
-           'FitRun']
+           'interrupted_cell', 'FitRun']
 
 # %% ../nbs/04a_fit.ipynb #18e3250d
 LENGTH_FIXES = {  # what each length argument of `fit` counts, and an example
@@ -80,6 +80,13 @@ def interrupt_message(learn, # the Learner
     return next((cb.interrupt_message for cb in cbs if getattr(cb, 'interrupt_message', None)),
                 stop_message(learn.resume_hint))
 
+def interrupted_cell(learn) -> FitInterrupted:
+    "What a Jupyter cell ends with once its fit, stopped by the kernel's interrupt, is over: where it stopped, what continues it."
+    state = learn.fit_state
+    how = (f"the fit stopped cleanly after step {state.step}, and {learn.resume_hint} continues it" if state.resumable
+           else f"the kernel was interrupted as the fit ended ({state.stop_reason}, step {state.step})")
+    return FitInterrupted(f"{how}. The cell ends as an interrupt, so that Run All goes no further.")
+
 class FitRun:
     "One fit of a learner from start to end, as a generator: `before_fit`, the epochs, the batch boundaries, then always `after_fit`."
     def __init__(self,
@@ -109,6 +116,7 @@ class FitRun:
                 learn.in_fit = False
                 learn.set_mode(False, None)
                 learn.set_batch(None)
+        if interrupts.count and in_notebook(): raise interrupted_cell(learn)  # (■ in Jupyter: Run All stops here)
 
     def _fit(self):
         "`before_fit`, the epochs, a test evaluation, then always `after_fit`; the error, if any, is raised last."

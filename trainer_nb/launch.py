@@ -26,7 +26,7 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
-from .core import warn_at_caller
+from .core import FitInterrupted, warn_at_caller
 
 # %% auto #0
 __all__ = ['free_port', 'default_backend', 'WorkerFailed', 'Workers', 'launch', 'on_all_processes', 'gathered_preds']
@@ -191,12 +191,16 @@ class Workers:
         try:
             self._send(kind, payload)
             try: result = here()
+            except FitInterrupted:  # (Jupyter's interrupt, after a stop all the processes made cleanly: they answer)
+                self.results = self._replies(time.monotonic() + self.timeout, f'in {self._what(kind, fn)}')
+                raise
             except BaseException as e:
                 grace = 0. if isinstance(e, KeyboardInterrupt) else min(5., self.timeout)
                 self._replies(time.monotonic() + grace, f'in {self._what(kind, fn)}', cause=e)
                 raise
             self.results = self._replies(time.monotonic() + self.timeout, f'in {self._what(kind, fn)}')
             return result
+        except FitInterrupted: raise  # (the workers go on: `learn.resume()` continues the fit in every process)
         except KeyboardInterrupt:
             self.close('interrupted while they were running')
             raise
