@@ -28,8 +28,9 @@ from ..state import callback_keys, rng_states, set_rng_states
 from ..trackers import ReportCallback
 
 # %% auto #0
-__all__ = ['EXIT_REQUEUE', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit', 'other_fit',
-           'load_if_same_run', 'auto_resume', 'long_fit', 'saves_last', 'skipped_spans', 'copied', 'LossSpikes']
+__all__ = ['EXIT_REQUEUE', 'ANOTHER_RUN', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit',
+           'other_fit', 'load_if_same_run', 'auto_resume', 'long_fit', 'saves_last', 'skipped_spans', 'copied',
+           'LossSpikes']
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #85cc1007
 EXIT_REQUEUE = 75  # a script's exit status when running it again continues the fit (EX_TEMPFAIL: "try again later")
@@ -176,19 +177,23 @@ class TimeLimit(Callback):
         return (loader_len(valid) or 1) * max(self.step_times) if valid is not None else 0.
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #7d67b1f8
+ANOTHER_RUN = "give this run its own folder (Learner(..., path=...)), or delete the checkpoint to start afresh"
+
 def other_fit(learn, fit: dict, n_epochs, n_steps) -> str | None:
-    "Why a checkpoint's fit state `fit` is not a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start, or None."
-    if (fit.get('n_epochs'), fit.get('n_steps')) != (n_epochs, n_steps):
+    "Why a checkpoint's fit state `fit` is not a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start (and what to do), or None."
+    if (fit.get('n_epochs'), fit.get('n_steps')) != (n_epochs, n_steps):  # (the same run, maybe, asked to go further)
         return (f"it is a fit of n_epochs={fit.get('n_epochs')}, n_steps={fit.get('n_steps')}, and this one asks for "
-                f"n_epochs={n_epochs}, n_steps={n_steps}")
+                f"n_epochs={n_epochs}, n_steps={n_steps}. A fit of another length has another schedule, so it cannot "
+                f"continue that one: to finish it, ask for its length again; once it has completed, learn.load('last') "
+                f"then learn.fit(...) trains more from its weights, as a new fit. If it is another run's, {ANOTHER_RUN}")
     n = loader_len(learn.dls.train)
     if fit.get('world_size') == learn.comm.world_size and n is not None and fit.get('batches_per_epoch') not in (None, n):
-        return f"its training data has {fit.get('batches_per_epoch')} batches an epoch, this learner's {n}"
+        return f"its training data has {fit.get('batches_per_epoch')} batches an epoch, this learner's {n}: it is another run's; {ANOTHER_RUN}"
     return None
 
 def load_if_same_run(learn, path, n_epochs, n_steps) -> str | None:
     "Load checkpoint `path` if it is a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start; else why not."
-    differs = "its model or optimizer differs from this learner's ({})"
+    differs = "its model or optimizer differs from this learner's ({}): it is another run's; " + ANOTHER_RUN
     if path.is_dir():  # sharded (`ShardedTrainer`): each process's file holds the fit state, the shards the rest
         from trainer_nb.sharded import saved_learner_state
         reason = other_fit(learn, saved_learner_state(path, learn.rank)['fit_state'], n_epochs, n_steps)
@@ -213,8 +218,7 @@ def auto_resume(learn, n_epochs=None, n_steps=None) -> str:
         return 'fresh'
     reason = load_if_same_run(learn, path, n_epochs, n_steps)
     if reason is not None:
-        raise RuntimeError(f"resume='auto' refuses {path}: {reason}. It is another run's: give this run its own "
-                           f"folder (Learner(..., path=...)), or delete {path} to start afresh.")
+        raise RuntimeError(f"resume='auto' refuses {path}: {reason}.")
     fit = learn.fit_state
     if fit.stop_reason == 'completed' or fit.done:
         if learn.rank == 0: print(f"trainer_nb: {path.relative_to(learn.path)} is the end of this fit: nothing left "
