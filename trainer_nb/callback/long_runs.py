@@ -173,8 +173,8 @@ class TimeLimit(Callback):
 
     def _valid_estimate(self) -> float:
         if self.valid_time is not None: return self.valid_time
-        valid = self.learn.dls.valid  # (none measured yet: as long as a step for each validation batch)
-        return (loader_len(valid) or 1) * max(self.step_times) if valid is not None else 0.
+        valid = self.learn.dls.valid  # (none measured yet: a step for each validation batch, x2, as the save's estimate)
+        return 2 * (loader_len(valid) or 1) * max(self.step_times) if valid is not None else 0.
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #7d67b1f8
 ANOTHER_RUN = "give this run its own folder (Learner(..., path=...)), or delete the checkpoint to start afresh"
