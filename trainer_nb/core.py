@@ -112,7 +112,8 @@ def in_notebook() -> bool:
     ipython = sys.modules.get('IPython')
     if ipython is None: return False
     shell = ipython.get_ipython()
-    return shell is not None and type(shell).__name__ == 'ZMQInteractiveShell'
+    # a kernel's shell is ipykernel's `ZMQInteractiveShell` or a subclass of it: Colab's is `google.colab._shell.Shell`
+    return shell is not None and any(k.__name__ == 'ZMQInteractiveShell' for k in type(shell).__mro__)
 
 # %% ../nbs/00_core.ipynb #86ea3b43
 _WARMING: set[str] = set()  # modules already being imported in the background
