@@ -17,7 +17,8 @@ from ..memory import cuda_total_mb, gpu_text
 
 # %% auto #0
 __all__ = ['CLICK_ROUTE_IPYKERNEL', 'PANEL_MESSAGES', 'route_to_frontend_subshell', 'keep_busy_status', 'frontend_subshells',
-           'panel_message', 'widget_bundle', 'status_line', 'PanelStatus', 'ControlPanelCallback', 'request_control']
+           'panel_message', 'continues', 'widget_bundle', 'status_line', 'PanelStatus', 'ControlPanelCallback',
+           'request_control']
 
 # %% ../../nbs/12_callback.panel.ipynb #4dadc071
 CLICK_ROUTE_IPYKERNEL = ((7, 0), (8, 0))  # the ipykernel versions whose private routing this relies on (tested: 7.4)
@@ -90,13 +91,13 @@ def _kernel():
     return Kernel.instance() if Kernel.initialized() else None
 
 # %% ../../nbs/12_callback.panel.ipynb #a6eff84b
-# `{resume}`: what continues a stopped fit where it runs (`learn.resume_hint`): `learn.resume()`, or for a loop you
-# write, the same loop again (`panel_message` fills it in)
+# `{then}`: what continues a stopped fit where it runs (`learn.resume_hint`): `learn.resume()`, or for a loop you
+# write, the same loop again; nothing, for lr_find's sweep (`panel_message` fills it in)
 _INTERRUPT_HINT = ("interrupt the kernel (&#9632; in the toolbar, or I, I) to stop it cleanly after the current batch; "
-                   "{resume} then continues it")
+                   "{then}")
 
 _MARIMO_HINT = ("press marimo's stop button (&#9632;, Interrupt) to stop it cleanly after the current batch; "
-                "{resume} then continues it")
+                "{then}")
 
 PANEL_MESSAGES = {
     'running': "running",
@@ -114,11 +115,18 @@ PANEL_MESSAGES = {
              f"clicks while a cell runs. Next time, {_INTERRUPT_HINT}"),
 }
 
-def panel_message(state: str, # a key of `PANEL_MESSAGES`, or the text of a message with `{resume}` in it
-                  resume_hint: str = 'learn.resume()', # what continues the fit (`learn.resume_hint`)
+def panel_message(state: str, # a key of `PANEL_MESSAGES`, or the text of a message with `{then}` in it
+                  resume_hint: str | None = 'learn.resume()', # what continues the fit (`continues`); None: nothing
                  ) -> str:
     "The status line's message for `state`, in HTML, naming `resume_hint` as what continues a stopped fit."
-    return PANEL_MESSAGES.get(state, state).format(resume=html.escape(resume_hint))
+    then = ("a sweep is not resumed: learn.lr_find() runs a new one" if resume_hint is None
+            else f"{html.escape(resume_hint)} then continues it")
+    return PANEL_MESSAGES.get(state, state).format(then=then)
+
+def continues(learn) -> str | None:
+    "What continues the running fit once stopped, as the panel names it: `learn.resume_hint`, or None in lr_find's sweep."
+    sweep = any(getattr(cb, 'interrupt_message', None) for cb in learn.cbs)  # (a fit callback of a sweep: see `fit`)
+    return None if sweep else learn.resume_hint
 
 def _ipywidgets():
     "The ipywidgets module, or None where it is not installed (it is an extra: `trainer_nb[widgets]`)."
@@ -217,7 +225,7 @@ class PanelStatus:
                 self._put(self.state, f"{self._line()}. {self._message(self.state)}")
 
     def _line(self) -> str: return status_line(self.learn, self.t0, self.gpu_total_mb)
-    def _message(self, state: str) -> str: return panel_message(state, self.learn.resume_hint)
+    def _message(self, state: str) -> str: return panel_message(state, continues(self.learn))
 
     def end(self, text: str):
         "The fit's last line."
@@ -283,7 +291,7 @@ class ControlPanelCallback(Callback):
         self._row = widgets.HBox(list(self.buttons.values()))
         self.box = widgets.VBox([self._row, *own])
         self._handle = output_area(where)
-        self._handle.bundle(widget_bundle(self.box, f"Stop: {panel_message(_INTERRUPT_HINT, self.learn.resume_hint)}."))
+        self._handle.bundle(widget_bundle(self.box, f"Stop: {panel_message(_INTERRUPT_HINT, continues(self.learn))}."))
 
     def _show_line(self, text: str):
         "Put the status line on screen: at once on the loop's thread; from another (a click's), at the next batch."
