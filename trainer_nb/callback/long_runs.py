@@ -22,7 +22,7 @@ from .recorder import Recorder, Throughput, WriterCallback
 from .run_record import RunRecord
 from ..checkpoint import (CheckpointError, check_learner_state, is_sharded_checkpoint, load_checkpoint,
                                    load_model_state, model_state, save_learner)
-from ..core import whole_number
+from ..core import FitInterrupted, whole_number
 from ..data import loader_len
 from ..state import callback_keys, rng_states, set_rng_states
 from ..trackers import ReportCallback
@@ -243,15 +243,18 @@ def long_fit(learn,
     limit = [] if time_limit is None else [TimeLimit(time_limit)]
     hint = learn.resume_hint  # (what stop messages name: with resume='auto', this same call continues the fit)
     if resume == 'auto' and hint == 'learn.resume()': learn.resume_hint = "running the same fit(..., resume='auto') again"
+    interrupted = None  # (Jupyter's interrupt, as the fit ended: raised again once `last` is saved)
     try:
         with learn.added_cbs(limit):
             how = 'fresh' if resume is None else auto_resume(learn, n_epochs, n_steps)
             if how == 'fresh': start()
             elif how == 'resume':
                 for _ in learn.run(*learn.resumed_fit(cbs), resumed=True): pass
+    except FitInterrupted as e: interrupted = e
     finally: learn.resume_hint = hint
     if resume is not None and how != 'completed' and learn.stop_reason == 'completed' and not saves_last(learn):
         save_learner(learn, 'last')  # (`last` is the end of the fit: the script, run again, trains nothing more)
+    if interrupted is not None: raise interrupted
 
 def saves_last(learn) -> bool:
     "Whether a callback of `learn` saves `last` at the end of a completed fit (`PeriodicCheckpoints(save_last=True)`)."
