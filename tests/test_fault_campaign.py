@@ -497,7 +497,7 @@ def test_dataloader_workers_across_interrupt_and_resume(tmp_path):
     assert not failures, summary + '\n' + '\n'.join(failures)
 
 
-# --- 6. A second Ctrl+C aborts at once; `last` on disk stays the last good one ---
+# --- 6. A second Ctrl+C aborts at once; `last` on disk stays the last good one (and a fit stopped before it resumes) ---
 
 class DoubleInterrupt(Callback):
     """A first SIGINT at step `step`, then a second: in the same batch ('batch'), or during the next checkpoint write
@@ -540,7 +540,8 @@ def test_second_ctrl_c_aborts_at_once_and_last_stays_good(tmp_path, reference, m
             learn.fit_one_cycle(N_EPOCHS, 1e-2, cbs=[DoubleInterrupt(kind, step, arm)])
         monkeypatch.undo()
         assert signal.getsignal(signal.SIGINT) is before
-        assert learn.stop_reason == 'interrupted' and not learn.fit_state.resumable
+        # in a batch, the fit cannot be resumed; in the save of `last`, the stop was made: resumable in the process
+        assert learn.stop_reason == 'interrupted' and learn.fit_state.resumable == (kind == 'last')
         # at once: in the batch, its step never happened; in a save: no more batches ran
         assert learn.step == (step if kind == 'batch' else step + (kind == 'last'))
         ckpts = tmp_path / 'checkpoints'
@@ -552,6 +553,9 @@ def test_second_ctrl_c_aborts_at_once_and_last_stays_good(tmp_path, reference, m
         assert_same_run(last, reference)
         if good_step >= FIRST_WRITE:  # (before: see test_resume_from_before_the_first_metrics_write)
             assert_same_metrics_file(tmp_path, reference)
+        if kind == 'last':  # (and in the process, from where it stopped: the second interrupt cut only the save short)
+            learn.resume(cbs=[DoubleInterrupt(kind, -1, {})])  # (its lines go into the same metrics.json: checked above)
+            assert_same_run(learn, reference)
         ok = True
     finally:
         t, g = RESULTS.get('second Ctrl+C', [0, 0])

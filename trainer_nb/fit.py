@@ -17,7 +17,7 @@ from .state import FitState, StopPoint, fit_position, new_fit_state, restored_rn
 
 # %% auto #0
 __all__ = ['LENGTH_FIXES', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'plan_fit', 'interrupt_message',
-           'interrupted_cell', 'FitRun']
+           'interrupted_cell', 'end_cut_short', 'FitRun']
 
 # %% ../nbs/04a_fit.ipynb #18e3250d
 LENGTH_FIXES = {  # what each length argument of `fit` counts, and an example
@@ -80,12 +80,18 @@ def interrupt_message(learn, # the Learner
     return next((cb.interrupt_message for cb in cbs if getattr(cb, 'interrupt_message', None)),
                 stop_message(learn.resume_hint))
 
-def interrupted_cell(learn) -> FitInterrupted:
-    "What a Jupyter cell ends with once its fit, stopped by the kernel's interrupt, is over: where it stopped, what continues it."
+def interrupted_cell(learn, cut_short: bool = False) -> FitInterrupted:
+    "What a Jupyter cell ends with once its fit, stopped by the kernel's interrupt, is over (`cut_short`: a second one cut `after_fit`)."
     state = learn.fit_state
     how = (f"the fit stopped cleanly after step {state.step}, and {learn.resume_hint} continues it" if state.resumable
            else f"the kernel was interrupted as the fit ended ({state.stop_reason}, step {state.step})")
+    if cut_short: how += (" in this process; a second interrupt cut short the end of the fit (its after_fit), so a "
+                          "checkpoint saved there, such as last, may be older than this stop")
     return FitInterrupted(f"{how}. The cell ends as an interrupt, so that Run All goes no further.")
+
+def end_cut_short(state: FitState, failures: list[BaseException]) -> bool:
+    "Whether `after_fit`'s `failures` are only interrupts, in a fit that had stopped cleanly at a boundary (it stays resumable)."
+    return state.resumable and all(isinstance(f, KeyboardInterrupt) for f in failures)
 
 class FitRun:
     "One fit of a learner from start to end, as a generator: `before_fit`, the epochs, the batch boundaries, then always `after_fit`."
@@ -145,7 +151,9 @@ class FitRun:
         error = None if error is None else fit_error(error, fit_position(self.learn))  # (a note: where it stopped)
         self.learn.storage.iter = self.state.step  # (a batch cut short set the next step's: what `after_fit` logs is the last step's)
         failures = self.learn.callbacks.run_all('after_fit')  # KeyboardInterrupt too: the others still close their files
-        if error is None and failures: self._stopped(stop_reason_of(failures[0]))
+        if error is None and failures and end_cut_short(self.state, failures):  # (a second interrupt: the stop was clean)
+            if in_notebook(): raise interrupted_cell(self.learn, cut_short=True) from None
+        elif error is None and failures: self._stopped(stop_reason_of(failures[0]))
         if error is not None or failures: raise first_error(error, failures)
 
     # ---- epochs of training batches; between two batches, due validations, the controls and stops

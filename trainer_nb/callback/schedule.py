@@ -368,7 +368,7 @@ def lr_find(learn,
             try: learn.fit(n_steps=num_it, cbs=finder)
             except FitInterrupted: interrupted = True  # (Jupyter's interrupt: raised again once the sweep is put back)
     finally: _restore(learn, saved)
-    if finder.stopped is not None: partial_sweep(learn, finder)
+    if finder.stopped is not None: partial_sweep(learn, finder, returns=not interrupted)
     if interrupted: raise FitInterrupted(LR_FIND_INTERRUPTED)
     if finder.stopped is not None: return None
     suggestions = suggest_lrs(finder.lrs, finder.losses)
@@ -376,17 +376,20 @@ def lr_find(learn,
     if show_plot: plot_lr_find(finder.lrs, finder.losses, suggestions, path=learn.path / 'lr_find.png')
     return suggestions
 
-LR_FIND_INTERRUPTED = ("lr_find stopped, and the model and optimizer are as before it. The cell ends as an interrupt, so "
-                       "that Run All goes no further.")
+LR_FIND_INTERRUPTED = "lr_find stopped (above). The cell ends as an interrupt, so that Run All goes no further."
 
-def partial_sweep(learn, finder: LRFinder) -> None:
+def partial_sweep(learn, finder: LRFinder,
+                  returns: bool = True, # whether lr_find returns (None); else it raises `FitInterrupted`
+                 ) -> None:
     "A sweep stopped before its end (an interrupt, `request_stop`): its points kept, what happened said, no suggestions."
     learn.lr_find_results = (finder.lrs, finder.losses)
     at = (f"at lr {finder.lrs[-1]:.2e} after {len(finder.lrs)} of {finder.num_it} steps" if finder.lrs
           else "before its first step")
+    points = "its points are in learn.lr_find_results"
+    returned = f"lr_find returns None ({points})" if returns else points
     print(f"lr_find stopped ({finder.stopped}) {at}. A sweep cannot be resumed, and a partial one suggests no "
-          "learning rate: lr_find returns None (its points are in learn.lr_find_results). The model and optimizer "
-          "are as before the sweep; run learn.lr_find() again.", flush=True)
+          f"learning rate: {returned}. The model and optimizer are as before the sweep; run learn.lr_find() again.",
+          flush=True)
 
 def _snapshot(learn) -> dict:
     "All that a side trip may change, to put back afterwards: the learner's state as a checkpoint holds it, and more."
