@@ -114,6 +114,26 @@ print('steps', learn.step, ref.step)
         assert 'children: []' in run_ok(k, NO_CHILD)
 
 
+def test_launch_interrupted_in_a_kernel_goes_on_in_every_process(tmp_path):
+    """■ during a fit inside `launch`: every process stops the fit at the same boundary and goes on with the function,
+    a collective after the fit included. Process 0's fit does not end the cell as an interrupt (the others would wait
+    for it at that collective): the call returns, as it would outside a kernel."""
+    with Kernel(tmp_path) as k:
+        run_ok(k, SETUP)
+        run_ok(k, """
+from trainer_nb.distributed import DistributedTrainer, launch
+def train():
+    torch.manual_seed(0)
+    learn = synth_learner(n_train=512, bs=16, progress=False, cbs=[DistributedTrainer()])
+    learn.fit(3, cbs=[Slow()])
+    learn.validate()  # (a collective: every process must reach it)
+    return learn.stop_reason, learn.step
+""")
+        status, out = execute_and(k, "print('RESULT', launch(train, 2, timeout=30))", k.interrupt)
+        assert status == 'ok' and "RESULT ('interrupted', " in out and 'FitInterrupted' not in out, out
+        assert 'children: []' in run_ok(k, NO_CHILD)
+
+
 def test_a_worker_killed_mid_fit_is_named_and_distribute_works_again(tmp_path):
     with Kernel(tmp_path) as k:
         run_ok(k, SETUP)

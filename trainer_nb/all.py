@@ -6,8 +6,9 @@
 __all__ = []
 
 # %% ../nbs/99_all.ipynb #cb8ddf1c
-# the learner
+# the learner, and what a Jupyter cell whose fit the kernel's interrupt stopped ends with
 from .learner import Learner, default_callbacks
+from .core import FitInterrupted
 # data
 from .data import DataLoaders
 # callbacks: the base class, events and cancellation
@@ -54,7 +55,7 @@ from .controls import Controls
 # errors
 from .checkpoint import CheckpointError
 
-__all__ = ['Learner', 'default_callbacks', 'DataLoaders', 'Callback', 'LambdaCallback', 'EVENTS',
+__all__ = ['Learner', 'default_callbacks', 'FitInterrupted', 'DataLoaders', 'Callback', 'LambdaCallback', 'EVENTS',
            'CancelFitException', 'CancelEpochException', 'CancelTrainException', 'CancelValidException',
            'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'Recorder', 'WriterCallback',
            'ProgressCallback', 'LivePlotCallback', 'ControlPanelCallback', 'CheckpointCallback',

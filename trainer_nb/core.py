@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import torch
 
 # %% auto #0
-__all__ = ['STOP_KINDS', 'MEETING_POINTS', 'camel2snake', 'callback_name', 'default_device', 'to_device', 'unwrap_model',
-           'find_bs', 'is_whole', 'whole_number', 'MovingAverage', 'time_left', 'format_seconds', 'in_notebook',
-           'import_in_background', 'add_note', 'warn_at_caller', 'stop_message', 'DeferredInterrupt', 'FitInterrupted',
-           'HeldContext', 'stop_strength', 'BatchMessage', 'SingleProcess']
+__all__ = ['CELL_ENDS', 'AUTO_RESUME_HINT', 'STOP_KINDS', 'MEETING_POINTS', 'camel2snake', 'callback_name', 'default_device',
+           'to_device', 'unwrap_model', 'find_bs', 'is_whole', 'whole_number', 'MovingAverage', 'time_left',
+           'format_seconds', 'in_notebook', 'import_in_background', 'add_note', 'warn_at_caller', 'stop_message',
+           'DeferredInterrupt', 'FitInterrupted', 'HeldContext', 'stop_strength', 'BatchMessage', 'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -191,6 +191,9 @@ class DeferredInterrupt:
         if self.installed:
             signal.signal(signal.SIGINT, self._previous)
             self.installed = False
+
+CELL_ENDS = "The cell ends as an interrupt, so that Run All goes no further."  # (the end of a `FitInterrupted`'s line)
+AUTO_RESUME_HINT = "running the same fit(..., resume='auto') again"  # what continues a fit of `resume='auto'` (from `last`)
 
 class FitInterrupted(KeyboardInterrupt):
     "What a Jupyter cell ends with once a fit that the kernel's interrupt stopped cleanly is over: Run All stops there."

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .callback.core import (CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
-from .core import DeferredInterrupt, FitInterrupted, in_notebook, is_whole, stop_message
+from .core import AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, in_notebook, is_whole, stop_message
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .parts import batch_size, nan_guard_for
 from .state import FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
@@ -81,17 +81,21 @@ def interrupt_message(learn, # the Learner
                 stop_message(learn.resume_hint))
 
 def interrupted_cell(learn, cut_short: bool = False) -> FitInterrupted:
-    "What a Jupyter cell ends with once its fit, stopped by the kernel's interrupt, is over (`cut_short`: a second one cut `after_fit`)."
+    "What a Jupyter cell ends with once its fit, stopped by the kernel's interrupt, is over (`cut_short`: `after_fit` cut)."
     state = learn.fit_state
-    how = (f"the fit stopped cleanly after step {state.step}, and {learn.resume_hint} continues it" if state.resumable
-           else f"the kernel was interrupted as the fit ended ({state.stop_reason}, step {state.step})")
-    if cut_short: how += (" in this process; a second interrupt cut short the end of the fit (its after_fit), so a "
-                          "checkpoint saved there, such as last, may be older than this stop")
-    return FitInterrupted(f"{how}. The cell ends as an interrupt, so that Run All goes no further.")
+    if not state.resumable: return FitInterrupted(f"the kernel was interrupted as the fit ended ({state.stop_reason}, "
+                                                  f"step {state.step}). {CELL_ENDS}")
+    if not cut_short: return FitInterrupted(f"the fit stopped cleanly after step {state.step}, and "
+                                            f"{learn.resume_hint} continues it. {CELL_ENDS}")
+    hint = 'learn.resume()' if learn.resume_hint == AUTO_RESUME_HINT else learn.resume_hint  # (not `last`: maybe older)
+    return FitInterrupted(f"the fit stopped cleanly after step {state.step}, and {hint} continues it in this process; a "
+                          "second interrupt cut short the end of the fit (its after_fit), so a checkpoint saved there, "
+                          f"such as last, may be older than this stop. {CELL_ENDS}")
 
-def end_cut_short(state: FitState, failures: list[BaseException]) -> bool:
-    "Whether `after_fit`'s `failures` are only interrupts, in a fit that had stopped cleanly at a boundary (it stays resumable)."
-    return state.resumable and all(isinstance(f, KeyboardInterrupt) for f in failures)
+def end_cut_short(learn, failures: list[BaseException]) -> bool:
+    "Whether `after_fit`'s `failures` are only interrupts, in a fit of one process stopped cleanly at a boundary: resumable."
+    alone = learn.comm.world_size == 1  # (with several, the second interrupt ends the others: nothing to resume)
+    return alone and learn.fit_state.resumable and all(isinstance(f, KeyboardInterrupt) for f in failures)
 
 class FitRun:
     "One fit of a learner from start to end, as a generator: `before_fit`, the epochs, the batch boundaries, then always `after_fit`."
@@ -122,7 +126,7 @@ class FitRun:
                 learn.in_fit = False
                 learn.set_mode(False, None)
                 learn.set_batch(None)
-        if interrupts.count and in_notebook(): raise interrupted_cell(learn)  # (■ in Jupyter: Run All stops here)
+        if interrupts.count and in_notebook(): self._end_cell(interrupted_cell(learn))  # (■ in Jupyter: Run All stops)
 
     def _fit(self):
         "`before_fit`, the epochs, a test evaluation, then always `after_fit`; the error, if any, is raised last."
@@ -140,6 +144,13 @@ class FitRun:
         except BaseException as e: self._end(e)
         else: self._end(None)
 
+    def _end_cell(self, interrupt: FitInterrupted):
+        "End the Jupyter cell with `interrupt`: at once in one process; with `distribute`, once all have answered (`Workers`)."
+        learn = self.learn
+        if learn.comm.world_size == 1: raise interrupt
+        if learn.workers is not None: learn.workers.interrupt = interrupt  # (raised by the call: the others return first)
+        # (the processes of `launch` go on with their function together: its cell ends as it would outside a kernel)
+
     def _stopped(self, reason: str, at_boundary: bool = False):
         "The one place where a fit's `stop_reason` is set: and whether `resume` can continue it, and from where."
         self.state.stop_reason, self.state.resumable = reason, at_boundary and not self.state.done
@@ -151,9 +162,9 @@ class FitRun:
         error = None if error is None else fit_error(error, fit_position(self.learn))  # (a note: where it stopped)
         self.learn.storage.iter = self.state.step  # (a batch cut short set the next step's: what `after_fit` logs is the last step's)
         failures = self.learn.callbacks.run_all('after_fit')  # KeyboardInterrupt too: the others still close their files
-        if error is None and failures and end_cut_short(self.state, failures):  # (a second interrupt: the stop was clean)
-            if in_notebook(): raise interrupted_cell(self.learn, cut_short=True) from None
-        elif error is None and failures: self._stopped(stop_reason_of(failures[0]))
+        if error is None and failures:
+            if not end_cut_short(self.learn, failures): self._stopped(stop_reason_of(failures[0]))
+            elif in_notebook(): raise interrupted_cell(self.learn, cut_short=True) from None  # (one line: no traceback)
         if error is not None or failures: raise first_error(error, failures)
 
     # ---- epochs of training batches; between two batches, due validations, the controls and stops

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from .callback.checkpoint import SaveOnStop
 from .callback.run_record import RunRecord
+from .core import FitInterrupted
 from .events import EventStorage
 from .learner import Learner
 from .state import FitState
@@ -43,7 +44,7 @@ class LiveView:
         for cb in [c for c in self.learn.cbs if isinstance(c, (SaveOnStop, RunRecord))]: self.learn.remove_cb(cb)
         self.learn.storage, self.learn.fit_state = storage, FitState(step=start)
         self.learn.resume_hint = "the script's own resume"
-        self.n_steps, self._steps = max_iter - start, None
+        self.n_steps, self._steps, self._interrupt = max_iter - start, None, None
 
     controls = property(lambda self: self.learn.controls, doc="Stop, save... requests, as `learn.controls`.")
     stop_reason = property(lambda self: self.learn.stop_reason, doc="Why the view's loop ended (None while it runs).")
@@ -57,7 +58,12 @@ class LiveView:
         "At the end of the loop's body: whether to stop now (a Stop, a first Ctrl+C, or the last iteration done)."
         try: next(self._steps)
         except StopIteration: return True
+        except FitInterrupted as e:  # (Jupyter's ■: the cell ends as an interrupt, once the script has saved: `__exit__`)
+            self._interrupt = e
+            return True
         return False
 
     def __exit__(self, *exc):
         self._steps.close()  # (left before its end, as by an error: the view ends 'cancelled'; its displays close)
+        interrupt, self._interrupt = self._interrupt, None
+        if interrupt is not None and exc[0] is None: raise interrupt

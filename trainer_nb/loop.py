@@ -36,7 +36,8 @@ class Loop:
 
     def _steps(self, state, cbs, resumed: bool):
         learn = self.learn
-        hint, learn.resume_hint = learn.resume_hint, LOOP_HINT
+        hint = learn.resume_hint
+        if hint == 'learn.resume()': learn.resume_hint = LOOP_HINT  # (a `LiveView` names the script's own resume)
         try: yield from learn.run(state, cbs, resumed=resumed)
         finally: learn.resume_hint = hint
 

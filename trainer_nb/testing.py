@@ -5,6 +5,8 @@
 # %% ../nbs/02a_testing.ipynb #d5270f2d
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -12,8 +14,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from .callback.core import EVENTS, Callback
 
 # %% auto #0
-__all__ = ['synth_data', 'synth_dls', 'RegModel', 'synth_learner', 'EventRecorder', 'weights', 'TokenData', 'pad_collate',
-           'token_dls', 'FakeCudaMemory']
+__all__ = ['synth_data', 'synth_dls', 'RegModel', 'synth_learner', 'EventRecorder', 'weights', 'in_kernel', 'TokenData',
+           'pad_collate', 'token_dls', 'FakeCudaMemory']
 
 # %% ../nbs/02a_testing.ipynb #ad0e3663
 def synth_data(n: int = 128, a: float = 2., b: float = 1., noise: float = 0.1, seed: int = 0) -> TensorDataset:
@@ -64,6 +66,15 @@ class EventRecorder(Callback):
 def weights(model: nn.Module) -> dict:
     "The model's state dict as lists of numbers: `test_eq(weights(a), weights(b))` compares every value exactly."
     return {k: v.tolist() for k, v in model.state_dict().items()}
+
+# %% ../nbs/02a_testing.ipynb #c3a6607c
+@contextmanager
+def in_kernel(answer: bool = True):
+    "Within the block, a fit takes itself to run in a Jupyter kernel (`answer` True) or not, whatever runs the code."
+    import trainer_nb.fit  # (what decides it: `in_notebook` as the fit module sees it)
+    real, trainer_nb.fit.in_notebook = trainer_nb.fit.in_notebook, lambda: answer
+    try: yield
+    finally: trainer_nb.fit.in_notebook = real
 
 # %% ../nbs/02a_testing.ipynb #e809c930
 class TokenData(torch.utils.data.Dataset):

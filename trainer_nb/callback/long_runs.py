@@ -22,7 +22,7 @@ from .recorder import Recorder, Throughput, WriterCallback
 from .run_record import RunRecord
 from ..checkpoint import (CheckpointError, check_learner_state, is_sharded_checkpoint, load_checkpoint,
                                    load_model_state, model_state, save_learner)
-from ..core import FitInterrupted, whole_number
+from ..core import AUTO_RESUME_HINT, FitInterrupted, whole_number
 from ..data import loader_len
 from ..state import callback_keys, rng_states, set_rng_states
 from ..trackers import ReportCallback
@@ -180,15 +180,21 @@ class TimeLimit(Callback):
 ANOTHER_RUN = "give this run its own folder (Learner(..., path=...)), or delete the checkpoint to start afresh"
 
 def other_fit(learn, fit: dict, n_epochs, n_steps) -> str | None:
-    "Why a checkpoint's fit state `fit` is not a stop of the fit `learn.fit(n_epochs, n_steps=...)` would start (and what to do), or None."
+    "Why a checkpoint's fit state `fit` is not a stop of `learn.fit(n_epochs, n_steps=...)`'s fit (and what to do), or None."
     if (fit.get('n_epochs'), fit.get('n_steps')) != (n_epochs, n_steps):  # (the same run, maybe, asked to go further)
-        return (f"it is a fit of n_epochs={fit.get('n_epochs')}, n_steps={fit.get('n_steps')}, and this one asks for "
-                f"n_epochs={n_epochs}, n_steps={n_steps}. A fit of another length has another schedule, so it cannot "
-                f"continue that one: to finish it, ask for its length again; once it has completed, learn.load('last') "
-                f"then learn.fit(...) trains more from its weights, as a new fit. If it is another run's, {ANOTHER_RUN}")
+        was = f"a fit of n_epochs={fit.get('n_epochs')}, n_steps={fit.get('n_steps')}"
+        more = ("start a new run in a folder of its own, from its weights: learn.load(<this checkpoint>), then "
+                "learn.fit(..., resume='auto') there (run again, it continues that folder's own last)")
+        if fit.get('stop_reason') == 'completed':
+            return (f"it is the end of {was}, and this one asks for n_epochs={n_epochs}, n_steps={n_steps}. To train "
+                    f"more, {more}. If it is another run's, {ANOTHER_RUN}")
+        return (f"it is a stop of {was}, and this one asks for n_epochs={n_epochs}, n_steps={n_steps}. A fit of "
+                f"another length has another schedule, so it cannot continue that one: to finish it, ask for its length "
+                f"again; to train more once it has completed, {more}. If it is another run's, {ANOTHER_RUN}")
     n = loader_len(learn.dls.train)
     if fit.get('world_size') == learn.comm.world_size and n is not None and fit.get('batches_per_epoch') not in (None, n):
-        return f"its training data has {fit.get('batches_per_epoch')} batches an epoch, this learner's {n}: it is another run's; {ANOTHER_RUN}"
+        return (f"its training data has {fit.get('batches_per_epoch')} batches an epoch, this learner's {n}: it is "
+                f"another run's; {ANOTHER_RUN}")
     return None
 
 def load_if_same_run(learn, path, n_epochs, n_steps) -> str | None:
@@ -242,7 +248,7 @@ def long_fit(learn,
                          "default_cbs=False) or a CheckpointCallback.")
     limit = [] if time_limit is None else [TimeLimit(time_limit)]
     hint = learn.resume_hint  # (what stop messages name: with resume='auto', this same call continues the fit)
-    if resume == 'auto' and hint == 'learn.resume()': learn.resume_hint = "running the same fit(..., resume='auto') again"
+    if resume == 'auto' and hint == 'learn.resume()': learn.resume_hint = AUTO_RESUME_HINT
     interrupted = None  # (Jupyter's interrupt, as the fit ended: raised again once `last` is saved)
     try:
         with learn.added_cbs(limit):

@@ -145,7 +145,9 @@ def _buttons(widgets) -> dict:
     "The panel's buttons and the lr factor, by name."
     b = lambda text, icon, style, tip: widgets.Button(description=text, icon=icon, button_style=style, tooltip=tip,
                                                         layout=widgets.Layout(width='auto'))
-    return {'stop': b('Stop', 'stop', 'danger', 'End the fit after the current batch (learn.controls.stop()); the cell then ends as usual, and Run All goes on (the kernel interrupt, ■, stops Run All)'),
+    stop_tip = ("End the fit after the current batch (learn.controls.stop()); the cell then ends as usual, and Run All "
+                "goes on (the kernel's interrupt, ■, stops Run All)")
+    return {'stop': b('Stop', 'stop', 'danger', stop_tip),
             'stop_epoch': b('Stop after epoch', 'step-forward', 'warning',
                             "End the fit after this epoch and its validation (learn.controls.stop(when='epoch'))"),
             'save': b('Save now', 'save', '', "Save checkpoints/last.pt at the next batch (learn.controls.save())"),

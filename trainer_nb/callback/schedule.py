@@ -14,7 +14,7 @@ import torch
 
 from .core import Callback, CancelFitException, CancelValidException, as_callback_list
 from ..checkpoint import learner_state, restore_learner
-from ..core import FitInterrupted, MovingAverage
+from ..core import CELL_ENDS, FitInterrupted, MovingAverage
 from ..data import resumable_batches
 from ..display import frontend, output_area, png_html
 from ..events import EventStorage
@@ -22,10 +22,10 @@ from ..parts import refuse_nested, set_lr
 from ..state import rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['ANNEALERS', 'PARTIAL_STOPS', 'LR_FIND_INTERRUPTED', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule',
-           'combined_cos', 'ParamScheduler', 'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler',
-           'fit_one_cycle', 'fit_flat_cos', 'fit_warmup_cos', 'TorchScheduler', 'SuggestedLRs', 'LRFinder',
-           'suggest_lrs', 'plot_lr_find', 'lr_find', 'partial_sweep']
+__all__ = ['ANNEALERS', 'PARTIAL_STOPS', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule', 'combined_cos',
+           'ParamScheduler', 'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler', 'fit_one_cycle',
+           'fit_flat_cos', 'fit_warmup_cos', 'TorchScheduler', 'SuggestedLRs', 'LRFinder', 'suggest_lrs',
+           'plot_lr_find', 'lr_find', 'partial_sweep']
 
 # %% ../../nbs/07_callback.schedule.ipynb #a6d061be
 def sched_lin(start: float, end: float, pct: float) -> float:
@@ -368,15 +368,16 @@ def lr_find(learn,
             try: learn.fit(n_steps=num_it, cbs=finder)
             except FitInterrupted: interrupted = True  # (Jupyter's interrupt: raised again once the sweep is put back)
     finally: _restore(learn, saved)
-    if finder.stopped is not None: partial_sweep(learn, finder, returns=not interrupted)
-    if interrupted: raise FitInterrupted(LR_FIND_INTERRUPTED)
-    if finder.stopped is not None: return None
+    if finder.stopped is not None:
+        partial_sweep(learn, finder, returns=not interrupted)
+        if interrupted: raise FitInterrupted(f"lr_find stopped (above). {CELL_ENDS}")
+        return None
     suggestions = suggest_lrs(finder.lrs, finder.losses)
     learn.lr_find_results = (finder.lrs, finder.losses)
     if show_plot: plot_lr_find(finder.lrs, finder.losses, suggestions, path=learn.path / 'lr_find.png')
+    if interrupted: raise FitInterrupted(f"lr_find's sweep had ended when the kernel was interrupted: {suggestions}, "
+                                         f"its curve and points in learn.lr_find_results. {CELL_ENDS}")
     return suggestions
-
-LR_FIND_INTERRUPTED = "lr_find stopped (above). The cell ends as an interrupt, so that Run All goes no further."
 
 def partial_sweep(learn, finder: LRFinder,
                   returns: bool = True, # whether lr_find returns (None); else it raises `FitInterrupted`
