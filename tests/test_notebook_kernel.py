@@ -336,3 +336,19 @@ def test_without_ipywidgets_the_live_view_shows_and_no_widget_is_made(tmp_path, 
     lines = [l for l in (status_line({'msg_type': k, 'content': {'data': d}}) for k, _, d in seen) if l]
     assert any("trainer_nb[widgets]" in l and 'interrupt the kernel' in l for l in lines), lines
     assert any('<table' in d.get('text/html', '') for _, _, d in seen) and any('image/png' in d for _, _, d in seen)
+
+
+@pytest.mark.slow
+def test_a_kernel_whose_shell_is_a_subclass_shows_the_notebook_display(tmp_path):
+    """Colab's shell is a subclass of ipykernel's (`google.colab._shell.Shell`): a fit there shows what it shows in
+    JupyterLab (the progress table as HTML, the final plot as a PNG), not a terminal's text bars."""
+    with Kernel(tmp_path) as kernel:
+        out, _ = kernel.run("from IPython import get_ipython\nshell = get_ipython()\n"
+                            "class Shell(type(shell)): pass  # (as google.colab._shell.Shell)\n"
+                            "shell.__class__ = Shell\nprint('SHELL', type(get_ipython()).__name__)")
+        assert 'SHELL Shell' in out, out
+        seen, out, _ = display_messages(kernel, "from trainer_nb.testing import synth_learner\n"
+                                                "learn = synth_learner(default_cbs=True, path='run')\nlearn.fit(2)")
+    assert any('<table' in data.get('text/html', '') for _, _, data in seen), seen
+    assert any('image/png' in data for _, _, data in seen), [list(data) for _, _, data in seen]
+    assert '|' not in out and '%' not in out, out  # (no text bars)
