@@ -85,12 +85,12 @@ def interrupted_cell(learn, cut_short: bool = False) -> FitInterrupted:
     state = learn.fit_state
     if not state.resumable: return FitInterrupted(f"the kernel was interrupted as the fit ended ({state.stop_reason}, "
                                                   f"step {state.step}). {CELL_ENDS}")
-    if not cut_short: return FitInterrupted(f"the fit stopped cleanly after step {state.step}, and "
-                                            f"{learn.resume_hint} continues it. {CELL_ENDS}")
-    hint = 'learn.resume()' if learn.resume_hint == AUTO_RESUME_HINT else learn.resume_hint  # (not `last`: maybe older)
-    return FitInterrupted(f"the fit stopped cleanly after step {state.step}, and {hint} continues it in this process; a "
-                          "second interrupt cut short the end of the fit (its after_fit), so a checkpoint saved there, "
-                          f"such as last, may be older than this stop. {CELL_ENDS}")
+    hint, cut = learn.resume_hint, ''
+    if cut_short:  # (what goes on is this process's state, not `last` on disk, which may be older)
+        hint = 'learn.resume()' if hint == AUTO_RESUME_HINT else hint
+        cut = (" in this process; a second interrupt cut short the end of the fit (its after_fit), so a checkpoint "
+               "saved there, such as last, may be older than this stop")
+    return FitInterrupted(f"the fit stopped cleanly after step {state.step}, and {hint} continues it{cut}. {CELL_ENDS}")
 
 def end_cut_short(learn, failures: list[BaseException]) -> bool:
     "Whether `after_fit`'s `failures` are only interrupts, in a fit of one process stopped cleanly at a boundary: resumable."
