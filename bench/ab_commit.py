@@ -73,7 +73,8 @@ def tiny_hand(dl, steps: int, out: str):
 
 
 def fit(cls, dl, steps: int, out: str, default_cbs: bool, tiny: bool, **kwargs) -> float:
-    "Seconds of `fit(n_steps=steps)` of a learner of class `cls` (construction not counted)."
+    "Seconds of `fit(n_steps=steps)` of a learner of class `cls` (construction not counted), in a run folder of its own."
+    out = overhead.run_folder(out)  # (a shared folder: each fit would add its lines to another run's metrics.json)
     if tiny: learn = tiny_learner(cls, dl, out, default_cbs, **kwargs)
     else: learn = cls(overhead.make_model(), dl, nn.functional.cross_entropy, lr=1e-3, path=out, device='cpu',
                       default_cbs=default_cbs, **kwargs)

@@ -78,6 +78,8 @@ def logged_together(storage: EventStorage, # the storage to read
         return (), [], new
     return tuple(names), list(zip(iters, *columns)), {name: k for name, k in new.items() if name not in names}
 
+_LONG_HISTORY = 100_000  # a storage that keeps this many values a name does not drop any between two flushes
+
 class JSONWriter(EventWriter):
     "Write each new value to a `metrics.json` file: one JSON object per iteration, with the values logged at it."
     def __init__(self,
@@ -88,6 +90,7 @@ class JSONWriter(EventWriter):
         super().__init__()
         self.path, self.window, self.flush_every = Path(path), window, flush_every
         self._file, self._flushed_at = None, -math.inf
+        self._storage: EventStorage | None = None  # the storage of the last `write`, whose new values make the next lines
         self._lines: list[str] = []  # lines made since the last flush, to write at `_offset`
         # Saved in checkpoints: the file's size after our last line (where ours begin, before we write any)...
         self._offset: int = self.path.stat().st_size if self.path.is_file() else 0
@@ -95,12 +98,22 @@ class JSONWriter(EventWriter):
         self._last_start: int | None = None  # ...and where it starts in the file
 
     def write(self, storage: EventStorage):
-        "Make the lines of what is new in `storage`; they reach the file at the next flush (now, if one is due)."
-        new = self._new_counts(storage)  # name -> how many of its values are new
+        "Note that `storage` has new values: their lines are made and written at the next flush (now, if one is due)."
+        self._storage = storage
+        if time.monotonic() - self._flushed_at >= self.flush_every or self._would_drop(storage): self.flush()
+
+    def _would_drop(self, storage: EventStorage) -> bool:
+        "Whether waiting could cost lines: a history so short that it may drop values (or their window) not made into lines yet."
+        if storage.max_length >= _LONG_HISTORY: return False  # (the default storage: days of steps between flushes)
+        unwritten = max((h.count - self._seen.get(name, 0) for name, h in storage.histories().items()), default=0)
+        return unwritten + self.window > storage.max_length // 2
+
+    def _make_lines(self):
+        "Make the lines of what is new in the noted storage, after those made before."
+        new = self._new_counts(self._storage) if self._storage is not None else {}  # name -> how many are new
         if new:
             if self._file is None: self._open()
-            self._add_lines(storage, new)
-        if self._lines and time.monotonic() - self._flushed_at >= self.flush_every: self.flush()
+            self._add_lines(self._storage, new)
 
     def _add_lines(self, storage: EventStorage, new: dict[str, int]):
         "Add a line per new iteration, in order; our last line is made again if it gets more values."
@@ -127,7 +140,8 @@ class JSONWriter(EventWriter):
         self._last = {'iter': it, **(records[it] if it in records else dict(zip(names, rows[-1][1:])))}
 
     def flush(self):
-        "Write the lines made since the last flush, and hand them to the operating system: any reader sees them then."
+        "Make the lines of what is new, write them, and hand them to the operating system: any reader sees them then."
+        self._make_lines()
         if self._lines:
             self._file.truncate(self._offset)  # what comes after our last line: a line made again, or a resumed run's
             text = ''.join(self._lines)
@@ -136,7 +150,7 @@ class JSONWriter(EventWriter):
             self._last_start = self._offset + len(text) - len(self._lines[-1])
             self._offset += len(text)
             self._lines = []
-        self._flushed_at = time.monotonic()
+            self._flushed_at = time.monotonic()
 
     def _open(self):
         "Open the file; a resumed writer will write its last line again, as it was at the checkpoint."
@@ -152,7 +166,7 @@ class JSONWriter(EventWriter):
         try: self.flush()
         finally:
             if self._file is not None: self._file.close()
-            self._file = None
+            self._file, self._storage = None, None  # (values logged after this wait for the next write)
 
     def state_dict(self) -> dict:
         self.flush()  # (a checkpoint's offsets must be those of the file)
