@@ -136,8 +136,9 @@ class FitRun:
                 learn.callbacks.run('before_fit')
                 yield from self._epochs()
                 self._stopped('nonfinite' if learn.guard.reported(self.state, wait=True) else 'completed')
-            except CancelFitException:
+            except CancelFitException as e:
                 self._stopped(learn.controls.stop_kind or 'cancelled', at_boundary=True)
+                if learn.controls.stop_kind is None: self.state.stop_note = str(e) or None  # (a callback's words: `fit_status`)
                 learn.callbacks.run('after_cancel_fit')
             if self.state.stop_reason not in ('interrupted', 'out_of_memory') and learn.dls.test is not None:
                 learn.test_results = learn.validation(learn.dls.test, split='test')

@@ -49,6 +49,7 @@ class FitState:
         self.seed_epoch: int | None = None   # ...and the epoch it was drawn for
         self.last_eval_step: int | None = None
         self.stop_reason: str | None = None
+        self.stop_note: str | None = None  # a fit a callback cancelled: what its `CancelFitException` said, if anything
         self.resumable = False
         self.resumed_after: int | None = None  # a resumed fit: its `fit_steps` when the resume started
         self.estimate_epochs()
@@ -202,7 +203,7 @@ def match_world(state: FitState, world_size: int, train_dl):
 
 def start_state(state: FitState, world_size: int, train_dl):
     "A fit starts or resumes from `state`: no stop reason yet, and a position saved with other processes moved."
-    state.stop_reason, state.resumable = None, False
+    state.stop_reason, state.stop_note, state.resumable = None, None, False
     match_world(state, world_size, train_dl)
 
 # %% ../nbs/03b_state.ipynb #75acf48f
@@ -384,6 +385,7 @@ def fit_status(learn) -> str:
     if reason == 'out_of_memory':
         return (f"stopped at {where}: the next batch ran out of memory (nothing of it applied); {learn.resume_hint} "
                 "retries it")
-    if reason == 'cancelled': return f"cancelled by a callback at {where}"
+    if reason == 'cancelled':  # (by a callback: in its words, if it gave some)
+        return f"{state.stop_note} (at {where})" if state.stop_note else f"cancelled by a callback at {where}"
     if reason in ('preempted', 'time_limit'): return f"stopped at {where} ({reason}); {learn.resume_hint} continues it"
     return f"stopped by an error at {where} (see the traceback)"

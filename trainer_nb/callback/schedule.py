@@ -275,7 +275,7 @@ class LRFinder(Callback):
         self.losses.append(smooth)
         self._best = min(self._best, smooth)
         if self.stop_div and (smooth != smooth or smooth > 4 * self._best):
-            raise CancelFitException
+            raise CancelFitException(f"lr_find: the loss diverged at lr {self.lrs[-1]:.2e}, which ends the sweep")
 
     def before_validate(self):
         raise CancelValidException
@@ -285,6 +285,7 @@ class LRFinder(Callback):
         state = self.learn.fit_state
         if state.stop_reason in PARTIAL_STOPS:
             self.stopped, state.stop_reason, state.resumable = state.stop_reason, 'cancelled', False
+            state.stop_note = f"lr_find stopped ({self.stopped}): a sweep cannot be resumed"
 
 # %% ../../nbs/07_callback.schedule.ipynb #dc7be5b5
 def _longest_descent(losses: list) -> tuple[int, int]:

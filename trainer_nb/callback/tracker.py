@@ -153,9 +153,9 @@ class EarlyStopping(TrackerCallback):
 
     def on_result(self, value: float):
         if self.wait >= self.patience:
-            self.print_fn(f"EarlyStopping: no improvement of {self.monitor} for {self.wait} validations "
-                          f"(best {self.best:.6g}); stopping at step {self.learn.step}.")
-            raise CancelFitException
+            why = f"EarlyStopping: no improvement of {self.monitor} for {self.wait} validations (best {self.best:.6g})"
+            self.print_fn(f"{why}; stopping at step {self.learn.step}.")
+            raise CancelFitException(why)  # (the fit's end line says it too: `fit_status`)
 
 class ReduceLROnPlateau(TrackerCallback):
     "Divide the learning rate by `factor` after `patience` validations without improvement of `monitor`."
