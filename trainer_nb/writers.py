@@ -175,6 +175,7 @@ class JSONWriter(EventWriter):
     def load_state_dict(self, state: dict):
         super().load_state_dict(state)
         self._offset, self._last, self._last_start = state['offset'], state['last'], state['last_start']
+        self._storage = None  # (what it counted is the checkpoint's storage: the next write names the one to read)
 
 # %% ../nbs/01a_writers.ipynb #71f9aab1
 def read_metrics(path: str | Path, # a `metrics.json` file
