@@ -13,11 +13,11 @@ from .callback.core import (CancelBatchException, CancelEpochException, CancelFi
 from .core import AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, in_notebook, is_whole, stop_message
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .parts import batch_size, nan_guard_for
-from .state import FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
+from .state import RESUMABLE_STOPS, FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
 
 # %% auto #0
-__all__ = ['LENGTH_FIXES', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'plan_fit', 'interrupt_message',
-           'interrupted_cell', 'end_cut_short', 'FitRun']
+__all__ = ['LENGTH_FIXES', 'HALF_DONE', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'plan_fit',
+           'interrupt_message', 'interrupted_cell', 'end_cut_short', 'FitRun']
 
 # %% ../nbs/04a_fit.ipynb #18e3250d
 LENGTH_FIXES = {  # what each length argument of `fit` counts, and an example
@@ -97,6 +97,9 @@ def end_cut_short(learn, failures: list[BaseException]) -> bool:
     alone = learn.comm.world_size == 1  # (with several, the second interrupt ends the others: nothing to resume)
     return alone and learn.fit_state.resumable and all(isinstance(f, KeyboardInterrupt) for f in failures)
 
+# The events of a training batch whose work has begun and not ended (a fit cancelled there cannot continue exactly)
+HALF_DONE = ('after_pred', 'after_loss', 'before_backward', 'after_backward', 'after_cancel_backward', 'before_step')
+
 class FitRun:
     "One fit of a learner from start to end, as a generator: `before_fit`, the epochs, the batch boundaries, then always `after_fit`."
     def __init__(self,
@@ -106,6 +109,7 @@ class FitRun:
                  resumed: bool = False, # whether it continues a stopped fit (else what a stopped one left is dropped)
                 ):
         self.learn, self.state, self.cbs, self.resumed = learn, state, cbs, resumed
+        self.half_done = False  # whether a callback cancelled the fit in the middle of a training batch
 
     def steps(self):
         "Run the fit; a fit made by `learn.loop` yields each training batch, whose step is yours (others yield nothing)."
@@ -137,10 +141,10 @@ class FitRun:
                 yield from self._epochs()
                 self._stopped('nonfinite' if learn.guard.reported(self.state, wait=True) else 'completed')
             except CancelFitException as e:
-                self._stopped(learn.controls.stop_kind or 'cancelled', at_boundary=True)
+                self._stopped(learn.controls.stop_kind or 'cancelled', at_boundary=not self.half_done)
                 if learn.controls.stop_kind is None: self.state.stop_note = str(e) or None  # (a callback's words: `fit_status`)
                 learn.callbacks.run('after_cancel_fit')
-            if self.state.stop_reason not in ('interrupted', 'out_of_memory') and learn.dls.test is not None:
+            if self.state.stop_reason not in RESUMABLE_STOPS and learn.dls.test is not None:  # (the training is over)
                 learn.test_results = learn.validation(learn.dls.test, split='test')
         except BaseException as e: self._end(e)
         else: self._end(None)
@@ -199,7 +203,11 @@ class FitRun:
             state.start_train_batch(n_samples)
             learn.storage.iter = state.step + 1  # what this batch logs belongs to the step it makes
             if hand_out: yield from learn.callbacks.phase_steps('batch', self._hand_out_batch, CancelBatchException)
-            else: learn.out_of_memory.train_batch(learn, learn.train_batch, batch, n_samples)
+            else:
+                try: learn.out_of_memory.train_batch(learn, learn.train_batch, batch, n_samples)
+                except CancelFitException as e:
+                    self._cancelled_in_batch(getattr(e, 'event', None), batch, n_samples)
+                    raise
             learn.storage.iter = state.step  # (the same, unless the batch made no step)
             if state.target_reached: return
             if state.eval_every: self._validate_if_due()
@@ -207,6 +215,16 @@ class FitRun:
         if state.epoch_iter == 0: raise ValueError(used_up(learn.dl))
         if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
             with suppress(CancelBatchException): learn.step_and_zero()  # ...unless a callback puts it off again
+
+    def _cancelled_in_batch(self, event: str | None, batch, n_samples: int):
+        "A callback cancelled the fit in a training batch: in `before_batch`, the batch is held for `resume`; later, it was half done."
+        if event == 'before_batch':  # (nothing of it has run: it is taken back, and trained on first by `resume`)
+            self.state.undo_train_batch(n_samples)
+            self.learn.stop_point.held = [batch, n_samples]
+        elif event in ('after_step', 'after_cancel_step'):  # (the step is made, or put off: the rest of it is done here)
+            self.learn.opt.zero_grad(set_to_none=True)
+            self.state.batches_since_step = 0
+        elif event in HALF_DONE: self.half_done = True  # (its forward, backward or step ran: no exact resume)
 
     def _hand_out_batch(self):
         "A loop you write (`learn.loop`) takes the batch here, and makes its step: the loop counts one."

@@ -280,7 +280,7 @@ class Learner:
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
         with torch.no_grad():
             for i, (data_time, batch) in enumerate(timed(eval_batches(self.dl, self.fit_state.step))):
-                if self.stop_requested and self.in_fit and self.comm.checks_stop_in_validation:
+                if self.stop_requested and self.in_fit and self.split == 'valid' and self.comm.checks_stop_in_validation:
                     raise CancelFitException('stop requested')
                 self.fit_state.iter = i
                 self.set_batch(batch, data_time)

@@ -17,8 +17,8 @@ from .data import (draw_epoch_seed, epoch_batches, gives_batches_once, is_statef
                              order_generator, replays, resumable_batches)
 
 # %% auto #0
-__all__ = ['FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state', 'match_world',
-           'start_state', 'rng_states', 'set_rng_states', 'restored_rng', 'StopPoint', 'is_resumable',
+__all__ = ['RESUMABLE_STOPS', 'FitState', 'callback_keys', 'rebuilds', 'fit_callback_keys', 'check_count', 'new_fit_state',
+           'match_world', 'start_state', 'rng_states', 'set_rng_states', 'restored_rng', 'StopPoint', 'is_resumable',
            'check_resumable', 'epoch_label', 'fit_position', 'fit_status']
 
 # %% ../nbs/03b_state.ipynb #c3d38467
@@ -333,9 +333,11 @@ class StopPoint:
         self.epoch_rng, self.held = epoch_rng, held
 
 # %% ../nbs/03b_state.ipynb #a6d68968
+RESUMABLE_STOPS = ('interrupted', 'out_of_memory', 'preempted', 'time_limit')  # a fit that stops so is not over
+
 def is_resumable(learn) -> bool:
     "Whether the last fit stopped at a batch boundary before its end, so that `learn.resume()` can continue it."
-    return learn.fit_state.stop_reason in ('interrupted', 'out_of_memory', 'preempted', 'time_limit') and learn.fit_state.resumable
+    return learn.fit_state.stop_reason in RESUMABLE_STOPS and learn.fit_state.resumable
 
 def check_resumable(state: FitState, # the learner's fit state
                     last: Path | None = None, # the learner's `last` checkpoint (what to load instead, if it exists)
