@@ -29,8 +29,8 @@ from ..trackers import ReportCallback
 
 # %% auto #0
 __all__ = ['EXIT_REQUEUE', 'ANOTHER_RUN', 'exit_code', 'check_signals', 'Preemption', 'deadline_of', 'measure_save', 'TimeLimit',
-           'other_fit', 'load_if_same_run', 'auto_resume', 'long_fit', 'saves_last', 'skipped_spans', 'copied',
-           'LossSpikes']
+           'asked_length', 'other_fit', 'load_if_same_run', 'auto_resume', 'long_fit', 'saves_last', 'skipped_spans',
+           'copied', 'LossSpikes']
 
 # %% ../../nbs/13b_callback.long_runs.ipynb #85cc1007
 EXIT_REQUEUE = 75  # a script's exit status when running it again continues the fit (EX_TEMPFAIL: "try again later")
@@ -179,16 +179,21 @@ class TimeLimit(Callback):
 # %% ../../nbs/13b_callback.long_runs.ipynb #7d67b1f8
 ANOTHER_RUN = "give this run its own folder (Learner(..., path=...)), or delete the checkpoint to start afresh"
 
+def asked_length(n_epochs, n_steps) -> str:
+    "The length a fit was asked for, as `fit`'s argument: its steps if given (a fit state also holds the epochs they span), else its epochs."
+    return f"n_steps={n_steps}" if n_steps is not None else f"n_epochs={n_epochs}"
+
 def other_fit(learn, fit: dict, n_epochs, n_steps) -> str | None:
     "Why a checkpoint's fit state `fit` is not a stop of `learn.fit(n_epochs, n_steps=...)`'s fit (and what to do), or None."
-    if (fit.get('n_epochs'), fit.get('n_steps')) != (n_epochs, n_steps):  # (the same run, maybe, asked to go further)
-        was = f"a fit of n_epochs={fit.get('n_epochs')}, n_steps={fit.get('n_steps')}"
+    asked = asked_length(n_epochs, n_steps)
+    if asked_length(fit.get('n_epochs'), fit.get('n_steps')) != asked:  # (the same run, maybe, asked to go further)
+        was = f"a fit of {asked_length(fit.get('n_epochs'), fit.get('n_steps'))}"
         more = ("start a new run in a folder of its own, from its weights: learn.load(<this checkpoint>), then "
                 "learn.fit(..., resume='auto') there (run again, it continues that folder's own last)")
         if fit.get('stop_reason') == 'completed':
-            return (f"it is the end of {was}, and this one asks for n_epochs={n_epochs}, n_steps={n_steps}. To train "
+            return (f"it is the end of {was}, and this one asks for {asked}. To train "
                     f"more, {more}. If it is another run's, {ANOTHER_RUN}")
-        return (f"it is a stop of {was}, and this one asks for n_epochs={n_epochs}, n_steps={n_steps}. A fit of "
+        return (f"it is a stop of {was}, and this one asks for {asked}. A fit of "
                 f"another length has another schedule, so it cannot continue that one: to finish it, ask for its length "
                 f"again; to train more once it has completed, {more}. If it is another run's, {ANOTHER_RUN}")
     n = loader_len(learn.dls.train)
