@@ -41,7 +41,7 @@ from .callback.outputs import GatherPreds, SaveOutputs, IterationTimer
 from .distributed import DistributedTrainer, distribute, launch
 from .sharded import ShardedTrainer
 # metrics
-from .metrics import Metric, AvgMetric, accuracy, error_rate
+from .metrics import Metric, AvgMetric, accuracy, accuracy_multi, error_rate
 # events: the storage and its writers
 from .events import EventStorage, HistoryBuffer, get_event_storage
 from .writers import EventWriter, JSONWriter, ConsoleWriter, TensorBoardWriter, read_metrics
@@ -63,7 +63,7 @@ __all__ = ['Learner', 'default_callbacks', 'FitInterrupted', 'DataLoaders', 'Cal
            'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'combined_cos', 'GradientAccumulation', 'MicroBatches', 'Loop', 'LiveView',
            'GradientClip', 'MixedPrecision', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau',
            'TerminateOnNaN', 'GatherPreds', 'SaveOutputs', 'IterationTimer', 'DistributedTrainer', 'distribute', 'launch', 'ShardedTrainer',
-           'Metric', 'AvgMetric', 'accuracy', 'error_rate', 'EventStorage', 'HistoryBuffer', 'get_event_storage',
+           'Metric', 'AvgMetric', 'accuracy', 'accuracy_multi', 'error_rate', 'EventStorage', 'HistoryBuffer', 'get_event_storage',
            'EventWriter', 'JSONWriter', 'ConsoleWriter', 'TensorBoardWriter', 'read_metrics', 'RunRecord', 'Runs',
            'Controls', 'CheckpointError']
 __all__ += ['TrackioWriter', 'WandbWriter', 'MLflowWriter', 'TrackerWarning']

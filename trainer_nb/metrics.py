@@ -14,7 +14,7 @@ from .core import find_bs
 
 # %% auto #0
 __all__ = ['Metric', 'one_number', 'AvgMetric', 'ObjectMetric', 'as_metric', 'as_metrics', 'validation_results',
-           'ValidationTally', 'accuracy', 'error_rate']
+           'ValidationTally', 'class_targets', 'accuracy', 'accuracy_multi', 'error_rate']
 
 # %% ../nbs/03_metrics.ipynb #e6037c67
 class Metric:
@@ -154,9 +154,39 @@ class ValidationTally:
         return validation_results(self.loss_sum, self.count, self.metrics, reduce_sum)
 
 # %% ../nbs/03_metrics.ipynb #b8ba3143
+def _shape(t) -> str: return f"({', '.join(map(str, t.shape))})"
+
+def class_targets(preds: torch.Tensor, # scores, one for each class along `dim`
+                  targets: torch.Tensor, # class indices: one for each row of `preds` (a column of them too)
+                  dim: int = -1, # the classes' dimension of `preds`
+                 ) -> torch.Tensor:
+    "`targets` as class indices in the shape of `preds.argmax(dim)`, or an error that says what the shapes mean and the fix."
+    rows = preds.shape[:dim % preds.ndim] + preds.shape[dim % preds.ndim + 1:]
+    if preds.ndim and preds.shape[dim] == 1:
+        raise ValueError(f"accuracy: preds {_shape(preds)} has one score a row, so its largest is always the first "
+                         "class. A binary model with one logit: use accuracy_multi (a sigmoid of each score, against "
+                         "thresh=0.5); else give preds a score for each class.")
+    if targets.shape == rows: return targets
+    if targets.shape == (*rows, 1): return targets.reshape(rows)  # (a column of class indices)
+    raise ValueError(f"accuracy: targets {_shape(targets)} do not match preds {_shape(preds)}: give one class index a "
+                     f"row, targets of shape {_shape(preds.argmax(dim))} (one-hot targets: targets.argmax(-1)).")
+
 def accuracy(preds: torch.Tensor, targets: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    "The fraction of rows where the largest score in `preds` is at the target class."
-    return (preds.argmax(dim=dim) == targets).float().mean()
+    "The fraction of rows where the largest score in `preds` is at the target class (checked: `class_targets`)."
+    return (preds.argmax(dim=dim) == class_targets(preds, targets, dim)).float().mean()
+
+def accuracy_multi(preds: torch.Tensor, # scores (logits, with `sigmoid`), one for each label
+                   targets: torch.Tensor, # 0 or 1 for each label, in the shape of `preds`
+                   thresh: float = 0.5, # a label is predicted where its probability is above this
+                   sigmoid: bool = True, # `preds` are logits (else probabilities)
+                  ) -> torch.Tensor:
+    "The fraction of labels predicted right: a binary model with one logit, or several labels a row."
+    if targets.shape != preds.shape and targets.numel() == preds.numel(): targets = targets.reshape(preds.shape)
+    if targets.shape != preds.shape:
+        raise ValueError(f"accuracy_multi: targets {_shape(targets)} do not match preds {_shape(preds)}: give a 0 or 1 "
+                         "for each score.")
+    probs = preds.sigmoid() if sigmoid else preds
+    return ((probs > thresh) == targets.bool()).float().mean()
 
 def error_rate(preds: torch.Tensor, targets: torch.Tensor, dim: int = -1) -> torch.Tensor:
     "1 - accuracy."
