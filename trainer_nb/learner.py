@@ -268,12 +268,14 @@ class Learner:
         self.callbacks.set_mode(training)
 
     def validation(self, dl, split: str = 'valid') -> dict | None:
-        "One validate phase over `dl`, with its events: its results (`valid_results`), None if a callback cancelled it."
+        "One validate phase over `dl`, with its events: its results (`valid_results` as it ends), None if a callback cancelled it."
         self.set_mode(False, dl)
-        self.split, self.valid_results = split, None
+        kept, self.split, self.valid_results = self.valid_results, split, None
         try: self.callbacks.phase('validate', self._valid_batches, CancelValidException)
-        finally: self.split = 'train'
-        return self.valid_results
+        finally:
+            self.split, results = 'train', self.valid_results
+            if split != 'valid': self.valid_results = kept  # (a test pass or `get_preds` leaves the last validation's)
+        return results
 
     def _valid_batches(self):
         self.valid_tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
