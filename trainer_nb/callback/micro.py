@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import torch
 
-from .core import Callback
+from .core import Callback, CancelBatchException
 from ..core import whole_number
 from ..parts import batch_size
 
@@ -57,15 +57,25 @@ def backward_in_parts(learn, # the Learner, in a training batch
                      ):
     "The learner's batch in `fit_state.micro` parts, each's loss weighted by its share: one batch's gradients, one batch's loss."
     state = learn.fit_state
-    whole, pending, losses = (learn.batch, learn.xb, learn.yb), state.batches_since_step, []
+    whole, pending, losses, parts = (learn.batch, learn.xb, learn.yb), state.batches_since_step, [], []
     try:
         for learn.batch, learn.xb, learn.yb, weight in micro_parts(learn.batch, learn.xb, learn.yb, state.micro):
-            forward_backward(weight)
+            before = state.batches_since_step
+            try: forward_backward(weight)
+            except CancelBatchException:  # (the NaN guard, or a callback)
+                if state.batches_since_step == before and not pending:  # before its backward, as a whole batch would be:
+                    learn.opt.zero_grad(set_to_none=True)  # the batch adds no gradient, its earlier parts' neither
+                    state.batches_since_step = pending
+                raise
             losses.append(learn.loss.detach() * weight)
+            parts.append({name: (value.detach() if isinstance(value, torch.Tensor) else value) * weight
+                          for name, value in (learn.loss_parts or {}).items()})
+            learn.pred = None  # (the parts' predictions together would take the memory that the parts save)
     finally:
         learn.batch, learn.xb, learn.yb = whole
         if state.batches_since_step > pending: state.batches_since_step = pending + 1  # (one batch)
-    learn.loss = sum(losses)  # the whole batch's loss, for what reads it (the recorder)
+    learn.loss = sum(losses)  # the whole batch's loss and named parts, for what reads them (the recorder)...
+    learn.loss_parts = {name: sum(p[name] for p in parts) for name in parts[0]} if parts[0] else learn.loss_parts
 
 class MicroBatches(Callback):
     "Train each batch in `k` parts (the gradient of the whole batch, a part of the memory); `'auto'`: find `k` at an out-of-memory error."
