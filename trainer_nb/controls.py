@@ -37,7 +37,8 @@ class Controls:
     def stop(self, when: str = 'batch'):
         "Stop the fit after the current batch (`'batch'`), or after the current epoch and its validation (`'epoch'`)."
         if when not in ('batch', 'epoch'): raise ValueError(f"stop(when=...) takes 'batch' or 'epoch', got {when!r}.")
-        self._put(('stop', when))
+        if when == 'batch': self.set_stop()  # (now, as `learn.request_stop`: a validation running stops at its next batch)
+        self._put(('stop', when))  # (the boundary logs it)
 
     def save(self, name: str = 'last'):
         "Save checkpoint `name` at the next batch boundary; training goes on."
@@ -105,9 +106,11 @@ class Controls:
 
     # the loop's side: a fit starts, a batch boundary, an epoch's end
     def start_fit(self):
-        "A fit starts (or resumes): no stop yet; what a stop left pending is taken at the first boundary."
+        "A fit starts (or resumes): no stop yet (a stop asked for earlier has happened); what a stop left pending is taken at the first boundary."
         self.stop_after_epoch, self.stop_kind = False, None
-        if self.pending: self.waiting = True
+        with self._lock:
+            self.pending, self._queue = [r for r in self.pending if r[0] != 'stop'], [r for r in self._queue if r[0] != 'stop']
+            self.waiting = bool(self.pending or self._queue)
 
     def at_boundary(self,
                     comm, # the processes training together (see `SingleProcess`): they agree on the stop

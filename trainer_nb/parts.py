@@ -24,11 +24,11 @@ __all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
-    "`path` as a `Path`, if it can be a run folder (a folder, or nothing yet: it is made when first written)."
+    "`path` as a `Path` (`~` expanded), if it can be a run folder (a folder, or nothing yet: it is made when first written)."
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path={path!r}: the run folder, where metrics.json, run.json, plots and checkpoints go, is a "
                         "folder name, e.g. path='runs/exp1' (made if needed; the default, '.', is the current folder).")
-    path = Path(path)
+    path = Path(path).expanduser()  # ('~/runs/x' is in the home folder, not in a folder named '~' here)
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(f"path={str(path)!r} is a file, not a folder: the run folder holds metrics.json, "
                                  "checkpoints and plots. Pass a folder (made if needed), e.g. path='runs/exp1'.")

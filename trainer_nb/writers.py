@@ -178,10 +178,12 @@ class JSONWriter(EventWriter):
         self._storage = None  # (what it counted is the checkpoint's storage: the next write names the one to read)
 
 # %% ../nbs/01a_writers.ipynb #71f9aab1
-def read_metrics(path: str | Path, # a `metrics.json` file
+def read_metrics(path: str | Path, # a `metrics.json` file, or a run folder (its `metrics.json`)
                  partial: bool = False, # leave out a last line cut short (a file being written) instead of failing
                 ) -> list[dict]:
     "Read a `metrics.json` written by `JSONWriter`: a list of dicts, one per line (a damaged line: an error naming it)."
+    path = Path(path).expanduser()
+    if path.is_dir(): path = path / 'metrics.json'  # (a run folder, as `Runs` takes)
     with open(path, encoding='utf-8') as f: lines = f.readlines()
     if partial and lines and not lines[-1].endswith('\n'): lines = lines[:-1]  # (the writer ends every line it writes)
     records = []
