@@ -133,7 +133,7 @@ def test_grad_accumulation_4x16_matches_batch_64_on_digits(tmp_path):
     assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_lr_find_on_digits(tmp_path):
+def test_lr_find_on_digits(tmp_path, capsys):
     learn = digits(tmp_path, epochs=1)
     learn.model = digits_model()  # a fresh model, as before a first fit (the optimizer is remade to match)
     learn.opt = learn.create_opt()
@@ -143,6 +143,8 @@ def test_lr_find_on_digits(tmp_path):
     assert all(torch.equal(v, before[k]) for k, v in learn.model.state_dict().items())
     assert 1e-4 <= suggestions.valley <= 0.1 and suggestions.minimum <= 0.1
     assert (learn.path / 'lr_find.png').exists()  # headless: written to the run folder
+    said = capsys.readouterr().out  # and a line says what it found and where the curve is
+    assert f"lr_find: valley {suggestions.valley:.2e}, steep " in said and f"the curve is in {learn.path / 'lr_find.png'}" in said, said
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='float16 with a GradScaler needs a CUDA GPU')

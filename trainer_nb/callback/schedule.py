@@ -275,7 +275,7 @@ class LRFinder(Callback):
         self.losses.append(smooth)
         self._best = min(self._best, smooth)
         if self.stop_div and (smooth != smooth or smooth > 4 * self._best):
-            raise CancelFitException(f"lr_find: the loss diverged at lr {self.lrs[-1]:.2e}, which ends the sweep")
+            raise CancelFitException(f"lr_find: the sweep ends at lr {self.lrs[-1]:.2e}, where the loss diverges")
 
     def before_validate(self):
         raise CancelValidException
@@ -342,10 +342,12 @@ def plot_lr_find(lrs: list, losses: list, suggestions: SuggestedLRs | None = Non
         fig.savefig(out, format='png', dpi=100, bbox_inches='tight')
         output_area('marimo').png(out.getvalue(), alt='lr_find')
         if suggestions is not None: suggestions.png = out.getvalue()  # (a cell that ends with them shows it again)
-    if path is not None and where is None:
+    if path is not None and where is None:  # (a terminal: the figure is a file, and a line says what it shows)
         from pathlib import Path
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=100, bbox_inches='tight')
+        found = ', '.join(f"{n} {lr:.2e}" for n, lr in zip(('valley', 'steep', 'minimum'), suggestions)) if suggestions else ''
+        print(f"lr_find: {found + '; ' if found else ''}the curve is in {path}", flush=True)
     plt.close(fig)
     return fig
 

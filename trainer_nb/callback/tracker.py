@@ -144,7 +144,7 @@ class EarlyStopping(TrackerCallback):
                  mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error')
                  min_delta: float = 0., # how much better counts as better (a number >= 0)
                  patience: int = 1, # validations without improvement before stopping (a whole number >= 1)
-                 print_fn=print, # where the message goes
+                 print_fn=None, # where the message goes besides the fit's end line (which says it: `fit_status`)
                 ):
         super().__init__(monitor, mode, min_delta)
         self.patience = _check_count(type(self).__name__, 'patience', patience, 1,
@@ -154,7 +154,7 @@ class EarlyStopping(TrackerCallback):
     def on_result(self, value: float):
         if self.wait >= self.patience:
             why = f"EarlyStopping: no improvement of {self.monitor} for {self.wait} validations (best {self.best:.6g})"
-            self.print_fn(f"{why}; stopping at step {self.learn.step}.")
+            if self.print_fn is not None: self.print_fn(f"{why}; stopping at step {self.learn.step}.")
             raise CancelFitException(why)  # (the fit's end line says it too: `fit_status`)
 
 class ReduceLROnPlateau(TrackerCallback):
