@@ -5,6 +5,7 @@
 # %% ../nbs/03d_parts.ipynb #598452d4
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from collections.abc import Mapping
@@ -18,9 +19,9 @@ from .core import BatchMessage, add_note, find_bs, unwrap_model
 # %% auto #0
 __all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'check_lr', 'check_device',
            'check_parts', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders', 'refuse_nested',
-           'split_batch', 'call_model', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field',
-           'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'set_lr', 'scaled_step',
-           'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
+           'split_batch', 'call_model', 'takes_keys', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars',
+           'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'set_lr',
+           'scaled_step', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -133,7 +134,21 @@ def split_batch(batch, # a batch as the loader gives it
 
 def call_model(model: nn.Module, xb: tuple | dict):
     "The model's output on inputs `xb` from `split_batch`: `model(**xb)` for a dict, `model(*xb)` for a tuple."
-    return model(**xb) if isinstance(xb, dict) else model(*xb)
+    if not isinstance(xb, dict): return model(*xb)
+    try: return model(**xb)
+    except TypeError as e:  # (a forward that does not take the batch's keys: say how a dict batch is passed)
+        if takes_keys(model, xb): raise  # (raised inside the model, not by the call)
+        raise add_note(e, f"(a dict batch goes to the model whole: the learner called model(**batch) with the keys "
+                          f"{sorted(xb)}, the targets' among them, as transformers models take them. Give the model a "
+                          "forward that takes these names (or **kwargs), or make the loader give (inputs, targets) "
+                          "pairs: model(inputs), then loss_func(output, targets).)")
+
+def takes_keys(model: nn.Module, xb: dict) -> bool:
+    "Whether the model's `forward` can be called with the keys of `xb` (True when its signature cannot be read)."
+    try: inspect.signature(getattr(model, 'forward', model)).bind(**xb)
+    except TypeError: return False
+    except ValueError: pass  # (no signature to read)
+    return True
 
 def batch_size(xb: tuple | dict, yb: tuple) -> int:
     "The number of samples in a batch: the first dimension of its target, else of its first input."
@@ -214,6 +229,8 @@ def loss_func_note(output, # what the model returned
         if isinstance(v, (tuple, list)): return f"a {type(v).__name__} of {', '.join(words(x) for x in v)}"
         return type(v).__name__
     note = f"(loss_func(output, *targets) got the output {words(output)} and the targets {', '.join(map(words, yb)) or 'none'}"
+    if not yb: note += (" (a batch that is one tensor has none; a dict batch's are under the key that "
+                        "Learner(target_key=...) names, 'labels' by default)")
     if isinstance(output, (tuple, list)):
         note += ("; the model's output is passed whole: unpack it in a loss_func of yours, e.g. "
                  "lambda out, y: F.cross_entropy(out[0], y)")
