@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -136,8 +137,12 @@ class TrackerWriter(EventWriter):
             self._live = False
             if self.error is None:
                 self.error = f"{type(e).__name__}: {e}"
-                warn_at_caller(f"{type(self).__name__} stopped: {self.tracker} raised {self.error}. The fit, metrics.json "
-                               "and the checkpoints go on without it.", TrackerWarning)
+                warn_at_caller(f"{type(self).__name__} stopped: {self.tracker} raised {self.error}.{self.fix_for(e)} The "
+                               "fit, metrics.json and the checkpoints go on without it.", TrackerWarning)
+
+    def fix_for(self, error: Exception) -> str:
+        "What to do about an error the tracker raised, when it is a known one (a sentence that starts with a space), or ''."
+        return ''
 
     def state_dict(self) -> dict:
         if self._live: self._guard(self._flush)  # (a checkpoint's `sent_to` must be in the tracker's store)
@@ -299,6 +304,16 @@ class MLflowWriter(TrackerWriter):
                               ('set_tag', ['run_id', 'key', 'value']), ('delete_run', ['run_id'])):
             check_call(getattr(self._client_class, method), names, f"MlflowClient.{method}", 'mlflow-skinny==3.17.2')
         self._client = None
+
+    def fix_for(self, error: Exception) -> str:
+        if isinstance(error, ModuleNotFoundError) and error.name in ('alembic', 'sqlalchemy'):  # (MLflow 3's default store)
+            return (" MLflow's default store, a local SQLite database, needs the whole mlflow package (pip install "
+                    "mlflow); with mlflow-skinny, write to a folder: MLflowWriter(tracking_uri='file:./mlruns'), with "
+                    "MLFLOW_ALLOW_FILE_STORE=true set.")
+        if 'filesystem tracking backend' in str(error) and not os.environ.get('MLFLOW_ALLOW_FILE_STORE'):
+            return (" MLflow 3 writes to a folder (tracking_uri='file:./mlruns') only once MLFLOW_ALLOW_FILE_STORE=true "
+                    "is set; or use a database, tracking_uri='sqlite:///mlflow.db' (the whole mlflow package).")
+        return ''
 
     def _connect(self, project: str) -> str:
         "The client, and the id of the experiment `project` (made if new)."
