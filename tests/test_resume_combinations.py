@@ -480,3 +480,19 @@ def test_random_combinations_in_two_processes(tmp_path):
         for run in trials: run()
 
     launch(run_all, 2, timeout=60)
+
+
+def test_validation_after_an_epochs_leftover_step_logs_at_that_step(tmp_path):
+    """A loader of unknown length with gradient accumulation: the batches an epoch leaves make a step after its loop,
+    and the validation after that step logs at it. It logged at the step before, so a fit stopped in that validation
+    and resumed (which logs at the step the fit stopped at) differed from the fit never stopped (trial 37)."""
+    c = {**plateau_config(), 'plateau': False, 'steer': [], 'unknown_length': True, 'accum': 3, 'eval_every': 5,
+         'n_train': 128, 'drop_last': True}
+    ref = build(c, tmp_path / 'ref')
+    start(ref, c)
+    assert ref.storage.history('valid/loss').values()[-1][1] == ref.step
+    learn = build(c, tmp_path / 'run', [Stopper([('valid', (1, 0), 'request')])])
+    start(learn, c)
+    assert learn.stop_reason == 'interrupted'
+    quiet_resume(learn)
+    assert_same_end(ref, learn, 'a validation after the leftover step')

@@ -215,6 +215,7 @@ class FitRun:
         if state.epoch_iter == 0: raise ValueError(used_up(learn.dl))
         if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
             with suppress(CancelBatchException): learn.step_and_zero()  # ...unless a callback puts it off again
+            learn.storage.iter = state.step  # (what is logged next, a validation's results, is at the step it made)
 
     def _cancelled_in_batch(self, event: str | None, batch, n_samples: int):
         "A callback cancelled the fit in a training batch: in `before_batch`, the batch is held for `resume`; later, it was half done."
