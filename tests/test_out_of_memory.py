@@ -1,4 +1,5 @@
-"""Out of memory, injected as CUDA's allocator raises it (`torch.OutOfMemoryError`), on the CPU.
+"""Out of memory, injected as CUDA's allocator raises it (`torch.OutOfMemoryError`), on the CPU; and the CPU
+allocator's own failure (a plain RuntimeError), asked for with a petabyte.
 
 An out-of-memory error in a training batch before its optimizer step (the forward pass, the loss, the backward pass)
 or in a validation of the fit stops the fit before that batch: `stop_reason == 'out_of_memory'`, `last.pt` written,
@@ -240,3 +241,33 @@ def test_two_processes_an_out_of_memory_in_one_both_retry_or_both_stop(tmp_path,
     assert positions[0] == positions[1], positions  # both at the same step, with the same parts
     if auto: assert reason == 'completed' and positions[0][1] == 2
     else: assert reason == 'out_of_memory' and positions[0][0] == 4 and positions[0][1] == 1
+
+
+class PetabyteAbove(nn.Module):
+    "A regression whose training forward asks the CPU's allocator for a petabyte above `limit` samples: a real failure."
+    def __init__(self, limit: int = 8):
+        super().__init__()
+        self.lin, self.limit = nn.Linear(4, 1), limit
+    def forward(self, x):
+        if self.training and len(x) > self.limit: torch.empty(2**50, dtype=torch.uint8)  # (refused at once)
+        return self.lin(x)
+
+
+def test_the_cpu_allocators_failure_is_an_out_of_memory_stop(tmp_path, capsys):
+    "torch's CPU allocator raises a plain RuntimeError, not torch.OutOfMemoryError: the fit stops the same way."
+    g = torch.Generator().manual_seed(0)
+    ds = TensorDataset(torch.randn(64, 4, generator=g), torch.randn(64, 1, generator=g))
+    def make(path):
+        torch.manual_seed(0)
+        return Learner(PetabyteAbove(), DataLoader(ds, batch_size=BS), nn.functional.mse_loss, default_cbs=False,
+                       path=path)
+    learn = make(tmp_path / 'run')
+    learn.fit(1)
+    said = capsys.readouterr().out
+    assert (learn.stop_reason, learn.fit_state.resumable, learn.step) == ('out_of_memory', True, 0)
+    assert "DefaultCPUAllocator: can't allocate memory" in said and 'PYTORCH_CUDA_ALLOC_CONF' not in said, said
+    learn.resume(cbs=[MicroBatches(2)])  # (what the message offers: the same batches in parts of 8)
+    straight = make(tmp_path / 'straight')
+    straight.fit(1, cbs=[MicroBatches(2)])
+    assert (learn.stop_reason, learn.step) == ('completed', 4)
+    assert all(torch.allclose(a, b) for a, b in zip(learn.model.parameters(), straight.model.parameters()))

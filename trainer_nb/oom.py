@@ -17,8 +17,9 @@ from .parts import PEER_OUT_OF_MEMORY, batch_size
 from .state import fit_position
 
 # %% auto #0
-__all__ = ['CANNOT_STOP_VALIDATION', 'running_stats', 'BatchStart', 'first_line', 'drop_frames', 'free_memory', 'memory_figures',
-           'out_of_memory_message', 'validation_out_of_memory_message', 'OutOfMemory']
+__all__ = ['CPU_ALLOCATOR_FAILURE', 'CANNOT_STOP_VALIDATION', 'running_stats', 'BatchStart', 'is_out_of_memory', 'first_line',
+           'drop_frames', 'free_memory', 'memory_figures', 'out_of_memory_message', 'validation_out_of_memory_message',
+           'OutOfMemory']
 
 # %% ../nbs/03e_out_of_memory.ipynb #1ee8895f
 def running_stats(model: nn.Module) -> list[torch.Tensor]:
@@ -59,6 +60,12 @@ class BatchStart:
         state.batches_since_step = self.batches_since_step
 
 # %% ../nbs/03e_out_of_memory.ipynb #1219409a
+CPU_ALLOCATOR_FAILURE = "DefaultCPUAllocator: can't allocate memory"  # (the CPU's allocator raises a plain RuntimeError)
+
+def is_out_of_memory(error: BaseException) -> bool:
+    "Whether `error` is a failed allocation: torch's `OutOfMemoryError` (CUDA, MPS, XPU), or the CPU allocator's `RuntimeError`."
+    return isinstance(error, torch.OutOfMemoryError) or (isinstance(error, RuntimeError) and CPU_ALLOCATOR_FAILURE in str(error))
+
 def first_line(error: BaseException) -> str:
     "The first line of `error`'s message, as text: what is kept of an out-of-memory error (not the error, which holds the frames)."
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
@@ -99,8 +106,9 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
            "parts; or use a smaller batch size" if micro < n_samples else  # (a part is one sample already:)
            "each part is one sample already, so more parts cannot help: use less memory a sample (mixed precision, a "
            "smaller model or input, activation checkpointing)")
-    return (f"{head}{fix}; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the first CUDA call "
-            f"(fragmented memory). {resume_hint} retries the same batch.")
+    cuda = ("; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the first CUDA call (fragmented memory)"
+            if torch.device(device).type == 'cuda' else '')
+    return f"{head}{fix}{cuda}. {resume_hint} retries the same batch."
 
 def validation_out_of_memory_message(where: str, # the batch, in words (`fit_position`)
                                      n_samples: int, # its samples (in this process)
@@ -156,7 +164,8 @@ class OutOfMemory:
         "Run `body()`; at an out-of-memory error that can be undone, its first line (the error and its frames are dropped here)."
         self.can_undo = can_undo
         try: body()
-        except torch.OutOfMemoryError as e:
+        except RuntimeError as e:  # (torch.OutOfMemoryError is one)
+            if not is_out_of_memory(e): raise
             if self.can_undo: return first_line(e)
             raise drop_frames(add_note(e, note))  # (what to do instead: `_CANNOT_UNDO`, or a validation's)
         return None
