@@ -48,7 +48,7 @@ fi
 tests=0 bench=0 distributed=0 sharded=0
 if wants tests; then
     echo "== tests: pytest -m cuda tests/test_cuda.py"
-    timeout 200 "$PY" -m pytest -m cuda tests/test_cuda.py -q -rA --tb=line -p no:cacheprovider
+    timeout 200 "$PY" -m pytest -m cuda tests/test_cuda.py -q -rfEsxXp --tb=line -p no:cacheprovider
     tests=$?
     [ "$tests" = 124 ] && echo "(the tests ran past their 200 s)"
 fi

@@ -33,14 +33,15 @@ def check(name, ok, detail=''):
     if not ok: failures.append(name)
 
 
-def make():
+def make(run='one'):
+    "A learner with a run folder of its own (`run`), so that no fit adds its lines to another's metrics.json."
     torch.manual_seed(0)
     return Learner(digits_model(), digits_dls(bs=32), nn.functional.cross_entropy, lr=3e-3, device=DEVICE,
-                   progress=False, path=FOLDER, cbs=[DistributedTrainer(backend='gloo')])
+                   progress=False, path=Path(FOLDER) / run, cbs=[DistributedTrainer(backend='gloo')])
 
 
-def train():
-    learn = make()
+def train(run):
+    learn = make(run)
     learn.fit(1)
     return learn.rank, str(learn.device), learn.step, round(learn.storage.history('train/loss').latest(), 6)
 
@@ -71,13 +72,13 @@ def main():
     for i in (1, 2):
         t = time.perf_counter()
         try:
-            rank, device, steps, loss = launch(train, 2, backend='gloo', timeout=120)
+            rank, device, steps, loss = launch(train, 2, f'launch{i}', backend='gloo', timeout=120)
             check(f"launch #{i} after CUDA here", rank == 0 and steps > 0 and device.startswith(DEVICE),
                   f"{device}, {steps} steps, loss {loss}, {time.perf_counter() - t:.1f} s")
         except Exception as e: check(f"launch #{i} after CUDA here", False, f"{type(e).__name__}: {str(e)[:500]}")
     try:
         t = time.perf_counter()
-        learn = distribute(make, 2, backend='gloo', timeout=120)
+        learn = distribute(make, 2, 'interrupted', backend='gloo', timeout=120)
         start = time.perf_counter() - t
         t = time.perf_counter()
         learn.validate()
@@ -92,7 +93,7 @@ def main():
         times = learn.comm.step_times
         resumed = weights(learn)
         learn.close()
-        ref = distribute(make, 2, backend='gloo', timeout=120)
+        ref = distribute(make, 2, 'reference', backend='gloo', timeout=120)
         ref.fit(3)
         reference = weights(ref)
         memory = ref.workers.each(lambda l: torch.cuda.max_memory_allocated() // 2**20 if DEVICE == 'cuda' else 0)
