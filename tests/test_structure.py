@@ -42,3 +42,12 @@ def test_the_batch_body_asks_no_process_count_and_no_callback_for_a_method():
              for i, line in enumerate(p.read_text().splitlines(), 1) if 'hasattr(cb' in line]
     assert asked == []
     assert 'world_size' not in (ROOT / 'trainer_nb' / 'learner.py').read_text()
+
+
+def test_the_callbacks_learn_what_a_fit_logs_not_which_face_runs():
+    """Issue 41: `fit` and `learn.loop` are one loop with two faces; the face is in the fit's plan (`plan['method']`)
+    for the loop itself and for resume, but the callbacks (the Recorder, the progress table, the live plot) learn
+    what a fit records from what it logs, not from the face."""
+    asked = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / 'trainer_nb' / 'callback').rglob('*.py')
+             for i, line in enumerate(p.read_text().splitlines(), 1) if "'method'" in line or '"method"' in line]
+    assert asked == []

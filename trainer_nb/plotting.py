@@ -11,12 +11,12 @@ import io
 import math
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'LOOP_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
+__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
 
 # %% ../nbs/11a_plotting.ipynb #7645b2b0
-DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss'], 'metrics': ['valid/*'], 'lr': ['lr']}
-# a loop you write (`learn.loop`, `LiveView`) names its own scalars: every loss it logs, and its learning rates
-LOOP_PANELS = {'losses': ['*loss*'], 'metrics': ['valid/*'], 'lr': ['lr', 'lr_*', 'lr/*', '*/lr']}
+# every loss logged (the learner's two first, then a loss part's or a loop's own), the validation's other numbers, and
+# every learning rate (the learner's `lr`, or a loop's own: `lr_g`, `lr/head`, `opt_d/lr`)
+DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss', '*loss*'], 'metrics': ['valid/*'], 'lr': ['lr', 'lr_*', 'lr/*', '*/lr']}
 
 def assign_panels(names, # the scalar names, e.g. `learn.storage.histories()`
                   panels: dict = DEFAULT_PANELS, # panel title -> list of names or `fnmatch` patterns

@@ -16,7 +16,7 @@ from .core import Callback
 from ..files import atomic_write
 from ..core import import_in_background, time_left, warn_at_caller
 from ..display import frontend, output_area
-from ..plotting import DEFAULT_PANELS, LOOP_PANELS, LiveFigure, PlotData
+from ..plotting import LiveFigure, PlotData
 from ..plot_worker import encode_snapshot, shared_worker, snapshot
 from ..writers import metrics_series, read_metrics
 
@@ -278,7 +278,6 @@ class LivePlotCallback(Callback):
                  process: bool = True, # draw the live frames in a drawing process (False: here, within `budget`)
                 ):
         self.plot = LivePlot(PlotData(panels, log, smooth, max_points), panel_size, dpi)
-        self.default_panels = panels is None  # (a loop you write gets `LOOP_PANELS`: its own scalars' names)
         self.budget = DrawBudget(budget, min_interval, max_interval, clock)
         self.fname, self.notebook, self.first_frame, self.clock = fname, notebook, first_frame, clock
         self.compare = check_compare(compare)
@@ -302,7 +301,6 @@ class LivePlotCallback(Callback):
         x_end = state.final_step  # where the x-axis ends: the step count at the end of the fit
         where = frontend()  # 'jupyter', 'marimo' or None (see `trainer_nb.display`)
         live = where is not None if self.notebook is None else self.notebook
-        if self.default_panels: self.plot.data.panels = dict(LOOP_PANELS if state.plan.get('method') == 'loop' else DEFAULT_PANELS)
         self.plot.start(live, x_end)
         self.plot.area = output_area(where or 'jupyter') if live else None  # (made here, on the loop's thread)
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]

@@ -14,7 +14,7 @@ from ..display import frontend, output_area
 from ..state import epoch_label, fit_status
 
 # %% auto #0
-__all__ = ['ProgressCallback']
+__all__ = ['training_losses', 'ProgressCallback']
 
 # %% ../../nbs/10_callback.progress.ipynb #f840dcc2
 def _fmt(value) -> str:
@@ -172,6 +172,12 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     mbar.pcls = ConsoleProgressBar  # the class of its phases' bars (which fastprogress 1.0 does not name)
     return mbar
 
+# %% ../../nbs/10_callback.progress.ipynb #1703bd4d
+def training_losses(names) -> list[str]:
+    "The training losses among the scalar `names` (e.g. `learn.storage.histories()`): the learner's `train/loss` first, then the others by name."
+    found = [n for n in names if 'loss' in n and not n.startswith(('valid/', 'test/'))]
+    return sorted(found, key=lambda n: (n != 'train/loss', n))
+
 # %% ../../nbs/10_callback.progress.ipynb #ed3df989
 class ProgressCallback(Callback):
     "Progress bars and a results table, read from `learn.storage`: HTML in a notebook, text in a terminal or a pipe."
@@ -281,8 +287,7 @@ class ProgressCallback(Callback):
         if learn.fit_state.n_steps is not None or learn.fit_state.eval_every: row['step'] = learn.step  # (rows within an epoch)
         elif not learn.fit_state.train_done: row['epoch'] = f"{learn.epoch + 1} (step {learn.step})"  # (a validation asked for mid-epoch)
         histories = learn.storage.histories()
-        losses = ([n for n in histories if 'loss' in n and not n.startswith('valid/')] if learn.fit_state.plan.get('method') == 'loop'
-                  else ['train/loss'])  # (a loop you write: the losses it logs)
+        losses = training_losses(histories)  # (the learner's `train/loss`, or a loop's own)
         for name in losses:
             train = histories.get(name)
             new = min(train.count - self._marks.get(name, 0), len(train)) if train is not None else 0

@@ -27,15 +27,16 @@ class Recorder(Callback):
     order = 50  # after callbacks that change the loss (mixed precision, accumulation), before readers
     def __init__(self):
         self._t = time.perf_counter()
-        self._cancelled, self._lr = False, None
+        self._cancelled, self._stepped, self._lr = False, False, None
         self._acc_loss, self._acc_parts, self._acc_n = 0., {}, 0  # micro-batches of a gradient accumulation
         self._row = self._loss_row = None  # `ScalarRow`s: lr, samples and times (and the loss), logged together
 
     def before_train(self): self._t = time.perf_counter()
     def before_batch(self):
-        self._cancelled = False
+        self._cancelled = self._stepped = False
         learn = self.learn
         if learn.training: self._lr = learn.opt.param_groups[0]['lr'] * learn.controls.lr_scale  # this batch's lr
+    def after_step(self): self._stepped = True  # the learner's optimizer made this batch's step: its lr is logged
     def after_cancel_batch(self): self._cancelled = True
 
     def after_batch(self):
@@ -49,7 +50,7 @@ class Recorder(Callback):
         now = time.perf_counter()
         start, self._t = self._t, now
         samples = float(learn.fit_state.samples)
-        if learn.fit_state.plan.get('method') == 'loop': return self._put_loop(loss, parts, samples, now - start)
+        if not self._stepped: return self._put_without_lr(loss, parts, samples, now - start)  # (a loop you write)
         if self._row is None or self._row.storage is not learn.storage:
             self._row, self._loss_row = ScalarRow(learn.storage, _ROW), ScalarRow(learn.storage, _LOSS_ROW)
         if loss is not None and not parts:  # (the usual batch: one call)
@@ -63,8 +64,8 @@ class Recorder(Callback):
         if loss is not None: put('train/loss', loss)
         for name, value in (parts or {}).items(): put(f'train/{name}', value)
 
-    def _put_loop(self, loss, parts: dict | None, samples: float, step_time: float):
-        "A loop you write (`learn.loop`): no lr, its optimizers are its own (log their lr with `loop.log`)."
+    def _put_without_lr(self, loss, parts: dict | None, samples: float, step_time: float):
+        "A step that the learner's optimizer did not make (a loop you write, `learn.loop`, makes its own): no lr."
         self._put_losses(loss, parts)
         put = self.learn.storage.put_scalar
         for name, value in (('samples', samples), ('time/step', step_time), ('time/data', self.learn.data_time)):
