@@ -16,6 +16,7 @@ import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -23,7 +24,8 @@ import torch
 __all__ = ['CELL_ENDS', 'AUTO_RESUME_HINT', 'STOP_KINDS', 'MEETING_POINTS', 'camel2snake', 'callback_name', 'default_device',
            'to_device', 'unwrap_model', 'find_bs', 'is_whole', 'whole_number', 'MovingAverage', 'time_left',
            'format_seconds', 'in_notebook', 'import_in_background', 'add_note', 'warn_at_caller', 'stop_message',
-           'DeferredInterrupt', 'FitInterrupted', 'HeldContext', 'stop_strength', 'BatchMessage', 'SingleProcess']
+           'DeferredInterrupt', 'FitInterrupted', 'HeldContext', 'stop_strength', 'BatchMessage', 'Communicator',
+           'SingleProcess']
 
 # %% ../nbs/00_core.ipynb #f2965a6e
 def camel2snake(name: str) -> str:
@@ -231,6 +233,19 @@ class BatchMessage:
     requests: list = field(default_factory=list)  # boundary: requests of `learn.controls`; agreed: those of process 0
     nonfinite: bool = False  # backward: this process's loss is NaN or inf; agreed: some process's is
     out_of_memory: bool = False  # backward: this process ran out of memory in the batch; agreed: some process did
+
+@runtime_checkable
+class Communicator(Protocol):
+    "What the loop asks of the processes that train together (`learn.comm`): who this one is, what they can do, four operations."
+    rank: int  # this process, from 0 (process 0 writes the files and shows the displays)
+    world_size: int  # the processes that train together
+    checks_stop_in_validation: bool  # a stop asked for in a validation ends it at the next batch (else the validation ends first)
+    stops_mid_accumulation: bool  # a stop may come between the batches of one accumulated step (else at the step)
+    undoes_alone: bool  # a batch that ran out of memory is undone in this process without telling the others
+    def all_reduce_sum(self, values: list) -> list: ...  # each of `values` summed over the processes
+    def reduce_mean(self, values: list) -> list: ...  # each of `values` averaged over the processes
+    def any(self, flag: bool) -> bool: ...  # whether `flag` is true in some process
+    def agree(self, message: BatchMessage) -> BatchMessage: ...  # what all agree on at a meeting point of a batch
 
 class SingleProcess:
     "The communicator of a learner that trains in one process: every collective operation returns its input."

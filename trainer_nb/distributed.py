@@ -14,7 +14,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .callback.core import Callback
-from .core import MEETING_POINTS, STOP_KINDS, BatchMessage, HeldContext
+from .core import MEETING_POINTS, STOP_KINDS, BatchMessage, Communicator, HeldContext
 from .data import shard_loaders
 from .launch import (WorkerFailed, Workers, _dumps, default_backend, free_port, gathered_preds, launch,
                                on_all_processes)  # (the launcher's: also importable from here)
@@ -89,7 +89,12 @@ def _out_of_step(point: str) -> str:
 
 # %% ../nbs/16_distributed.ipynb #6a189531
 def set_comm(learn, comm):
-    "Train `learn` with the processes of `comm` (see `TorchDistributed`): each gets its share of the data."
+    "Train `learn` with the processes of `comm` (a `Communicator`, such as `TorchDistributed`): each gets its share of the data."
+    if not isinstance(comm, Communicator):
+        members = [n for n in (*Communicator.__annotations__, *vars(Communicator)) if not n.startswith('_')]
+        missing = [n for n in members if not hasattr(comm, n)]
+        raise TypeError(f"learn.set_comm takes a communicator (trainer_nb.core.Communicator): {type(comm).__name__} "
+                        f"has no {', '.join(sorted(missing))}. Use TorchDistributed, or a SingleProcess subclass.")
     learn.comm, learn.callbacks.rank = comm, comm.rank
     learn.callbacks.changed()  # (rank0_only callbacks leave the other processes' tables)
     learn.dls = shard_loaders(learn.dls, comm.rank, comm.world_size)

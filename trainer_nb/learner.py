@@ -92,7 +92,7 @@ class Learner:
         self.opt = self.create_opt()
         self.guard = nan_guard_for(nan_guard, self.opt, self.device)  # (checked now; each fit makes its own)
         self.storage, self.fit_state, self.stop_point = EventStorage(), FitState(), StopPoint()
-        self.comm = SingleProcess()  # the processes training together (see `DistributedTrainer`)
+        self.comm = SingleProcess()  # the processes training together: a `Communicator` (see `DistributedTrainer`)
         self.workers = None  # with `distribute`: the other processes, where the public methods run too (`Workers`)
         self.controls = Controls()  # requests from a person (widgets) or code, applied at batch boundaries
         self.callbacks = Callbacks(learn=self)

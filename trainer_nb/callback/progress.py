@@ -172,7 +172,7 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     mbar.pcls = ConsoleProgressBar  # the class of its phases' bars (which fastprogress 1.0 does not name)
     return mbar
 
-# %% ../../nbs/10_callback.progress.ipynb #1703bd4d
+# %% ../../nbs/10_callback.progress.ipynb #6a3ddcd5
 def training_losses(names) -> list[str]:
     "The training losses among the scalar `names` (e.g. `learn.storage.histories()`): the learner's `train/loss` first, then the others by name."
     found = [n for n in names if 'loss' in n and not n.startswith(('valid/', 'test/'))]
