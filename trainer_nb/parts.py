@@ -61,6 +61,12 @@ def check_parts(model, loss_func=None, train_step=None, opt_func=None):
         raise TypeError(f"loss_func is the class {loss_func.__name__}; pass an instance: {loss_func.__name__}().")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
+    empty = [name for name, t in (*model.named_parameters(), *model.named_buffers()) if t.is_meta]
+    if empty:  # (made under `with torch.device('meta')`, or by a loader's empty init: there are no numbers to train)
+        raise ValueError(f"The model's {empty[0]}{f' (and {len(empty) - 1} more)' if len(empty) > 1 else ''} is on "
+                         "the meta device: a shape without values, which cannot be moved or trained. Give it values "
+                         "first: model.to_empty(device='cpu'), then initialise the weights (e.g. each module's "
+                         "reset_parameters()) or load them (model.load_state_dict(..., assign=True)).")
     for arg, name in ((loss_func, 'loss_func'), (train_step, 'train_step'), (opt_func, 'opt_func')):
         if arg is not None and not callable(arg): raise TypeError(f"{name} must be callable, got {type(arg).__name__}.")
 
