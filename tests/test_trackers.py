@@ -235,6 +235,29 @@ def test_resumed_in_a_new_process_replaces_the_steps_after_the_checkpoint(tracke
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('tracker', TRACKERS)
+def test_a_validation_at_the_checkpoints_step_reaches_the_run_after_a_load(tracker, places, tmp_path):
+    """A fit stopped at an epoch's last batch, before that epoch's validation, validates when it resumes, at the step
+    the writer already sent. After a load (a new process), W&B goes on after the step it was rewound to, and dropped
+    that validation (wandb-core: "ignoring partial history record"): it is rewound one step further now, and the step
+    is sent again, whole."""
+    reference = never_stopped(tracker, places, tmp_path / 'whole')
+    folder = tmp_path / 'stopped'
+    project = project_of(tracker, folder)
+    learn = learner(folder, tracker, project, places['MLFLOW_TRACKING_URI'], stop=8)  # the last batch of epoch 1
+    learn.fit(3)
+    assert learn.step == 8 and 'valid/loss' not in learn.storage.histories()
+    learn.save('at8')
+    learn = learner(folder, tracker, project, places['MLFLOW_TRACKING_URI'], stop=None)  # (as a new process would)
+    learn.load('at8')
+    learn.resume()
+    assert learn.step == 24 and learn.stop_reason == 'completed'
+    logged = one_run(tracker, project, places)
+    assert sorted(logged['valid/loss']) == [8, 16, 24]
+    assert sorted(logged['train/loss']) == list(range(1, 25))
+    same(logged, reference)
+
+
 def test_wandb_can_fork_instead_of_rewinding(places, tmp_path):
     reference = never_stopped('wandb', places, tmp_path / 'whole')
     folder = tmp_path / 'crashed'

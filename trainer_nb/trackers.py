@@ -261,7 +261,11 @@ class WandbWriter(TrackerWriter):
         self.run_id, self.run_project = self._run.id, project
 
     def _resume(self, project, name, learn):
-        step = max(self.sent_to, 0)
+        # W&B takes no value for a step once the run is past it, and a run rewound (or forked) at a step goes on after
+        # it: the run goes back to the step before the checkpoint's last, whose values are sent again, with what the
+        # resumed fit adds to that step (the validation of a fit stopped at an epoch's end, which runs on resume)
+        step = max(self.sent_to - 1, 0)
+        if self.restored and self.sent_to > 0: self.write_again_from(learn.storage, self.sent_to)
         if not self.restored:  # (this writer sent the run's last step itself: the run goes on from there)
             self._run = self._wandb.init(project=self.run_project, id=self.run_id, resume='must', reinit='create_new',
                                          **self.init_kwargs)
@@ -270,7 +274,7 @@ class WandbWriter(TrackerWriter):
                                          reinit='create_new', **self.init_kwargs)
         else:  # a new run, with the old one's history up to the checkpoint, and a note that says so
             self._run = self._wandb.init(project=self.run_project, name=name, fork_from=f"{self.run_id}?_step={step}",
-                                         notes=f"trainer_nb: resumed from run {self.run_id} at step {step}",
+                                         notes=f"trainer_nb: resumed from run {self.run_id} at step {self.sent_to}",
                                          reinit='create_new', **self.init_kwargs)
             self.run_id = self._run.id
 

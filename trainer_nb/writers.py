@@ -33,6 +33,14 @@ class EventWriter:
                 self._seen[name] = count
         return new
 
+    def write_again_from(self, storage: EventStorage, step: int):
+        "Count the values of `storage` logged at `step` or after as not written: the next `write` writes them again."
+        for name, history in storage.histories().items():
+            iters, _ = history.columns(len(history))  # (once, at a resume: the kept values' iterations)
+            first, seen = history.count - len(iters), self._seen.get(name, 0)  # (`first`: the count of dropped values)
+            while seen > first and iters[seen - 1 - first] >= step: seen -= 1
+            if name in self._seen: self._seen[name] = seen
+
     def write(self, storage: EventStorage): raise NotImplementedError
     def close(self): pass
     def state_dict(self) -> dict: return {'seen': dict(self._seen)}
