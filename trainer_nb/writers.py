@@ -147,9 +147,10 @@ class JSONWriter(EventWriter):
         it = max(rows[-1][0] if rows else -math.inf, max(records, default=-math.inf))
         self._last = {'iter': it, **(records[it] if it in records else dict(zip(names, rows[-1][1:])))}
 
-    def flush(self):
+    def flush(self, close_last: bool = False):
         "Make the lines of what is new, write them, and hand them to the operating system: any reader sees them then."
         self._make_lines()
+        if close_last: self._last = None  # (before a rollback: what comes at its step is the step made again, a line of its own)
         if self._lines:
             self._file.truncate(self._offset)  # what comes after our last line: a line made again, or a resumed run's
             text = ''.join(self._lines)

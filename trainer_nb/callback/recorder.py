@@ -211,9 +211,11 @@ class WriterCallback(Callback):
         self.write()
         for w in self.writers: w.close()
 
-    def write(self):
-        "Write what is new in the storage now."
-        for w in self.writers: w.write(self.learn.storage)
+    def write(self, rollback: bool = False):
+        "Write what is new in the storage now (`rollback`: steps are undone next; metrics.json's lines are written now, and closed)."
+        for w in self.writers:
+            w.write(self.learn.storage)
+            if rollback and isinstance(w, JSONWriter): w.flush(close_last=True)
 
     def state_dict(self) -> dict:
         if self.writers is None: return {'writers': self._pending_state or []}
