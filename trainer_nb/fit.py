@@ -222,9 +222,6 @@ class FitRun:
         if event == 'before_batch':  # (nothing of it has run: it is taken back, and trained on first by `resume`)
             self.state.undo_train_batch(n_samples)
             self.learn.stop_point.held = [batch, n_samples]
-        elif event in ('after_step', 'after_cancel_step'):  # (the step is made, or put off: the rest of it is done here)
-            self.learn.opt.zero_grad(set_to_none=True)
-            self.state.batches_since_step = 0
         elif event in HALF_DONE: self.half_done = True  # (its forward, backward or step ran: no exact resume)
 
     def _hand_out_batch(self):

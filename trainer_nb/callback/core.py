@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from ..core import add_note, callback_name
 
 # %% auto #0
-__all__ = ['PHASES', 'EVENTS', 'GATED_EVENTS', 'CANCEL_EXCEPTIONS', 'DISPLAY_CALLBACKS', 'PHASE_EVENTS', 'LOOP_OUTLINE',
-           'CancelException', 'CancelFitException', 'CancelEpochException', 'CancelTrainException',
+__all__ = ['PHASES', 'EVENTS', 'GATED_EVENTS', 'AFTER_THE_STEP', 'CANCEL_EXCEPTIONS', 'DISPLAY_CALLBACKS', 'PHASE_EVENTS',
+           'LOOP_OUTLINE', 'CancelException', 'CancelFitException', 'CancelEpochException', 'CancelTrainException',
            'CancelValidException', 'CancelBatchException', 'CancelBackwardException', 'CancelStepException',
            'uncaught_cancel', 'stop_reason_of', 'fit_error', 'first_error', 'Callback', 'not_an_event',
            'check_event_names', 'LambdaCallback', 'as_callback_list', 'callback_note', 'timed_handler', 'Callbacks',
@@ -30,6 +30,9 @@ EVENTS = ('before_fit', 'before_epoch', 'before_train', 'before_batch', 'after_p
 # Events that `run_train=False` / `run_valid=False` silence: those of the train or validate phase and its batches.
 GATED_EVENTS = frozenset(EVENTS) - {'before_fit', 'before_epoch', 'after_epoch', 'after_fit',
                                     'after_cancel_fit', 'after_cancel_epoch'}
+
+# The events of a training batch once its step is made (or put off): a fit cancelled there stops at the batch's boundary
+AFTER_THE_STEP = ('after_step', 'after_cancel_step', 'after_batch')
 
 # %% ../../nbs/02_callback.core.ipynb #cafc0e5f
 class CancelException(Exception):
@@ -329,7 +332,7 @@ class Callbacks:
             try: fn()
             except CancelException as e:
                 if not hasattr(e, 'event'): e.event = event
-                raise
+                if not self._cancel_at_boundary(e, event): raise
             except Exception as e:
                 callback_note(e, cb, event)
                 raise
@@ -338,6 +341,15 @@ class Callbacks:
                 ran = (ran or set()) | {c for c, _ in handlers[:i]}  # with the new table, minus those that ran
                 table = self.table[event]
                 handlers, i = [h for h in table if h[0] not in ran], 0
+
+    def _cancel_at_boundary(self, e: CancelException, event: str) -> bool:
+        "A fit cancelled once a training batch's step is made: stop at its boundary, as a stop request does (True), after the batch's other handlers."
+        learn = self.learn
+        if not (isinstance(e, CancelFitException) and event in AFTER_THE_STEP and self.training
+                and getattr(learn, 'in_fit', False)): return False
+        learn.fit_state.stop_note = learn.fit_state.stop_note or str(e) or None  # (its words: `fit_status`)
+        learn.request_stop('cancelled')  # (all processes stop at the same boundary)
+        return True
 
     def run_all(self, event: str) -> list[BaseException]:
         "Call every handler of `event`, even when one fails (KeyboardInterrupt too); return the failures, noted."
