@@ -201,6 +201,26 @@ def test_a_stop_asked_for_in_one_process_during_a_requested_validation_stops_all
     assert (tmp_path / 'stop1.txt').read_text() == repr(('interrupted', 4))
 
 
+def test_a_fit_cancelled_after_the_step_in_one_process_stops_all_at_that_boundary(tmp_path):
+    "Process 1's callback raises CancelFitException in after_step at step 3: every process stops there, with its note."
+    from trainer_nb.callback.core import CancelFitException
+
+    class CancelInProcess1(Callback):
+        def after_step(self):
+            if self.learn.rank == 1 and self.learn.step == 3: raise CancelFitException('process 1 had enough')
+
+    def train():
+        learn = digits_learner(tmp_path, bs=32, cbs=[DistributedTrainer(), CancelInProcess1()])
+        learn.fit(1)
+        end = (learn.stop_reason, learn.step, learn.fit_state.resumable, learn.fit_state.stop_note)
+        (tmp_path / f"end{learn.rank}.txt").write_text(repr(end[:3]))
+        return end
+
+    # (before: process 1 left the loop alone, and process 0 waited at the next collective until its timeout)
+    assert launch(train, 2, timeout=30)[:3] == ('cancelled', 3, True)
+    assert (tmp_path / 'end1.txt').read_text() == repr(('cancelled', 3, True))
+
+
 def test_a_nan_loss_in_one_process_stops_all_cleanly(tmp_path):
     "Process 1's loss turns NaN at step 3: no process makes that step, and all stop with stop_reason='nonfinite'."
     class NanInProcess1(Callback):
