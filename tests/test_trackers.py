@@ -258,6 +258,25 @@ def test_a_validation_at_the_checkpoints_step_reaches_the_run_after_a_load(track
     same(logged, reference)
 
 
+def test_mlflow_ends_a_run_it_replaces_as_killed(places, tmp_path):
+    "A process killed after a checkpoint leaves its MLflow run RUNNING: the resume that replaces it ends it KILLED."
+    from mlflow.tracking import MlflowClient
+    uri, folder = places['MLFLOW_TRACKING_URI'], tmp_path / 'killed'
+    project = project_of('mlflow', folder)
+    learn = learner(folder, 'mlflow', project, uri)
+    learn.fit(3)  # stops at step 10
+    learn.save('at10')
+    learn.resume(cbs=[stop_at(17)])
+    client, old = MlflowClient(uri), learn.report.writers[0].run_id
+    client.update_run(old, status='RUNNING')  # (as a process killed at step 17 leaves it: never ended)
+    learn = learner(folder, 'mlflow', project, uri, stop=None)
+    learn.load('at10')
+    learn.resume()
+    replaced = client.get_run(old).info
+    assert (replaced.status, replaced.lifecycle_stage) == ('KILLED', 'deleted')
+    assert client.get_run(learn.report.writers[0].run_id).info.status == 'FINISHED'
+
+
 def test_wandb_can_fork_instead_of_rewinding(places, tmp_path):
     reference = never_stopped('wandb', places, tmp_path / 'whole')
     folder = tmp_path / 'crashed'

@@ -137,7 +137,8 @@ class TrackerWriter(EventWriter):
             self._live = False
             if self.error is None:
                 self.error = f"{type(e).__name__}: {e}"
-                warn_at_caller(f"{type(self).__name__} stopped: {self.tracker} raised {self.error}.{self.fix_for(e)} The "
+                said = self.error.rstrip('.')  # (one full stop: the tracker's message may end with its own)
+                warn_at_caller(f"{type(self).__name__} stopped: {self.tracker} raised {said}.{self.fix_for(e)} The "
                                "fit, metrics.json and the checkpoints go on without it.", TrackerWarning)
 
     def fix_for(self, error: Exception) -> str:
@@ -298,6 +299,10 @@ class MLflowWriter(TrackerWriter):
                  tracking_uri: str | None = None, # where MLflow keeps runs (default: MLflow's, `MLFLOW_TRACKING_URI`)
                 ):
         super().__init__(project, name)
+        if tracking_uri is not None and not isinstance(tracking_uri, str):
+            raise TypeError(f"MLflowWriter(tracking_uri={tracking_uri!r}): where MLflow keeps runs is a URI string, e.g. "
+                            "'file:./mlruns', 'sqlite:///mlflow.db' or 'http://localhost:5000' (a Path: path.as_uri()); "
+                            "or None for MLflow's default (MLFLOW_TRACKING_URI).")
         self.tracking_uri = tracking_uri
         tracking = tracker_module('mlflow.tracking', 'mlflow')
         self._entities = tracker_module('mlflow.entities', 'mlflow')
@@ -351,6 +356,7 @@ class MLflowWriter(TrackerWriter):
         for i in range(0, len(params), 100): c.log_batch(run.info.run_id, params=params[i:i + 100])
         for i in range(0, len(kept), 1000): c.log_batch(run.info.run_id, metrics=kept[i:i + 1000])
         c.set_tag(old.info.run_id, 'trainer_nb.replaced_by', run.info.run_id)
+        if old.info.status == 'RUNNING': c.set_terminated(old.info.run_id, status='KILLED')  # (its process was killed)
         c.delete_run(old.info.run_id)  # (MLflow's delete: the run goes to its trash, and can be restored)
         self.run_id = run.info.run_id
 
@@ -376,15 +382,23 @@ def tracker_writers(report_to, # a tracker's name ('trackio', 'wandb', 'mlflow')
     "The writers of `report_to` (None, 'none' or []: none)."
     if report_to is None or report_to == 'none': return []
     items = report_to if isinstance(report_to, (list, tuple)) else [report_to]
+    twice, seen = [], []  # (a name, or the same writer, twice: two runs of one fit, in one place)
+    for item in items:
+        if any(item is s or isinstance(item, str) and item == s for s in seen): twice.append(repr(item))
+        seen.append(item)
+    if twice:
+        raise ValueError(f"report_to lists {', '.join(twice)} twice: each tracker's name once (two runs of one tracker "
+                         "need two writers, e.g. WandbWriter(project='a') and WandbWriter(project='b')).")
     writers = []
     for item in items:
         if isinstance(item, str) and item in TRACKERS: writers.append(TRACKERS[item]())
         elif isinstance(item, EventWriter): writers.append(item)
         else:
-            tensorboard = (" (TensorBoard has no run to continue: report_to=TensorBoardWriter(log_dir) writes its event "
-                           "files)") if item == 'tensorboard' else ''
+            hint = (" (TensorBoard has no run to continue: report_to=TensorBoardWriter(log_dir) writes its event "
+                    "files)") if item == 'tensorboard' else (f" (names are lower case: {item.lower()!r})"
+                    if isinstance(item, str) and item.lower() in TRACKERS else '')
             raise ValueError(f"report_to={item!r}: give a tracker's name ({', '.join(map(repr, TRACKERS))}), a writer "
-                             f"such as TrackioWriter(project='mine'), or a list of them{tensorboard}.")
+                             f"such as TrackioWriter(project='mine'), or a list of them{hint}.")
     return writers
 
 class ReportCallback(WriterCallback):
@@ -413,6 +427,13 @@ class ReportCallback(WriterCallback):
         for w in self.writers:
             saved = by_tracker.get(getattr(w, 'tracker', None), [])
             if saved: w.load_state_dict(saved.pop(0))
+        left = [f"{s['tracker']} (run {s['run_id']}, to step {s['sent_to']})" for ss in by_tracker.values() for s in ss
+                if s.get('run_id') is not None]
+        if left:  # (the checkpoint's fit was reported to a tracker that this learner does not report to)
+            warn_at_caller(f"The loaded fit was reported to {', '.join(left)}, which this learner does not report to: "
+                           f"that run stays as it is, and the resumed fit is reported to "
+                           f"{', '.join(w.tracker for w in self.writers if hasattr(w, 'tracker')) or 'no tracker'} "
+                           "only. To continue it, give the same report_to.", TrackerWarning)
 
 def report_callbacks(report_to, # `Learner`'s `report_to`
                     ) -> list:
