@@ -90,9 +90,9 @@ def _out_of_step(point: str) -> str:
 # %% ../nbs/16_distributed.ipynb #6a189531
 def set_comm(learn, comm):
     "Train `learn` with the processes of `comm` (a `Communicator`, such as `TorchDistributed`): each gets its share of the data."
-    if not isinstance(comm, Communicator):
-        members = [n for n in (*Communicator.__annotations__, *vars(Communicator)) if not n.startswith('_')]
-        missing = [n for n in members if not hasattr(comm, n)]
+    members = [n for n in (*Communicator.__annotations__, *vars(Communicator)) if not n.startswith('_')]
+    missing = [n for n in members if not hasattr(comm, n)]  # (not isinstance: from Python 3.12 it ignores __getattr__)
+    if missing:
         raise TypeError(f"learn.set_comm takes a communicator (trainer_nb.core.Communicator): {type(comm).__name__} "
                         f"has no {', '.join(sorted(missing))}. Use TorchDistributed, or a SingleProcess subclass.")
     learn.comm, learn.callbacks.rank = comm, comm.rank

@@ -159,6 +159,7 @@ class FitRun:
     def _stopped(self, reason: str, at_boundary: bool = False):
         "The one place where a fit's `stop_reason` is set: and whether `resume` can continue it, and from where."
         self.state.stop_reason, self.state.resumable = reason, at_boundary and not self.state.done
+        if reason == 'completed': self.state.stop_note = None  # (a stop asked for after the last step, which came too late)
         if at_boundary: self.learn.stop_point.remember(self.learn.dls.train)
 
     def _end(self, error: BaseException | None):
@@ -214,6 +215,7 @@ class FitRun:
             self._at_boundary()
         if state.epoch_iter == 0: raise ValueError(used_up(learn.dl))
         if state.batches_since_step:  # what the last batches left (a loader of unknown length, a skipped step)...
+            learn.storage.iter = state.step + 1  # (what the step logs belongs to it)
             with suppress(CancelBatchException): learn.step_and_zero()  # ...unless a callback puts it off again
             learn.storage.iter = state.step  # (what is logged next, a validation's results, is at the step it made)
 

@@ -355,9 +355,10 @@ class Learner:
             else: scaled_step(self.opt, self.controls.lr_scale)  # `controls.scale_lr`: the lr times a factor, for this step
             self.fit_state.count_step()
         except CancelStepException: run('after_cancel_step')
-        run('after_step')
-        self.opt.zero_grad(set_to_none=True)
-        self.fit_state.batches_since_step = 0
+        try: run('after_step')
+        finally:  # (a callback that cancels the batch here cancels what is left of it: the step is made, its gradients go)
+            self.opt.zero_grad(set_to_none=True)
+            self.fit_state.batches_since_step = 0
 
     def valid_batch(self):
         "A validation batch: forward and loss, added to the running validation's tally."

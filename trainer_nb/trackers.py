@@ -265,8 +265,8 @@ class WandbWriter(TrackerWriter):
         # W&B takes no value for a step once the run is past it, and a run rewound (or forked) at a step goes on after
         # it: the run goes back to the step before the checkpoint's last, whose values are sent again, with what the
         # resumed fit adds to that step (the validation of a fit stopped at an epoch's end, which runs on resume)
-        step = max(self.sent_to - 1, 0)
-        if self.restored and self.sent_to > 0: self.write_again_from(learn.storage, self.sent_to)
+        again = self.restored and self.sent_to > 0 and self.write_again_from(learn.storage, self.sent_to)
+        step = self.sent_to - 1 if again else max(self.sent_to, 0)  # (the storage no longer has all of it: as it is)
         if not self.restored:  # (this writer sent the run's last step itself: the run goes on from there)
             self._run = self._wandb.init(project=self.run_project, id=self.run_id, resume='must', reinit='create_new',
                                          **self.init_kwargs)
@@ -384,7 +384,8 @@ def tracker_writers(report_to, # a tracker's name ('trackio', 'wandb', 'mlflow')
     items = report_to if isinstance(report_to, (list, tuple)) else [report_to]
     twice, seen = [], []  # (a name, or the same writer, twice: two runs of one fit, in one place)
     for item in items:
-        if any(item is s or isinstance(item, str) and item == s for s in seen): twice.append(repr(item))
+        if any(item is s or isinstance(item, str) and item == s for s in seen) and repr(item) not in twice:
+            twice.append(repr(item))
         seen.append(item)
     if twice:
         raise ValueError(f"report_to lists {', '.join(twice)} twice: each tracker's name once (two runs of one tracker "

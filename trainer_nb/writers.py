@@ -33,13 +33,18 @@ class EventWriter:
                 self._seen[name] = count
         return new
 
-    def write_again_from(self, storage: EventStorage, step: int):
-        "Count the values of `storage` logged at `step` or after as not written: the next `write` writes them again."
+    def write_again_from(self, storage: EventStorage, step: int) -> bool:
+        "Count the values of `storage` logged at `step` or after as not written, so the next `write` writes them again: False (and nothing counted) if some are no longer kept."
+        again = {}
         for name, history in storage.histories().items():
+            if name not in self._seen: continue
             iters, _ = history.columns(len(history))  # (once, at a resume: the kept values' iterations)
-            first, seen = history.count - len(iters), self._seen.get(name, 0)  # (`first`: the count of dropped values)
+            first, seen = history.count - len(iters), self._seen[name]  # (`first`: the count of dropped values)
             while seen > first and iters[seen - 1 - first] >= step: seen -= 1
-            if name in self._seen: self._seen[name] = seen
+            if seen == first and first and seen < self._seen[name]: return False  # (the history dropped some: not all again)
+            again[name] = seen
+        self._seen.update(again)
+        return True
 
     def write(self, storage: EventStorage): raise NotImplementedError
     def close(self): pass

@@ -31,7 +31,8 @@ EVENTS = ('before_fit', 'before_epoch', 'before_train', 'before_batch', 'after_p
 GATED_EVENTS = frozenset(EVENTS) - {'before_fit', 'before_epoch', 'after_epoch', 'after_fit',
                                     'after_cancel_fit', 'after_cancel_epoch'}
 
-# The events of a training batch once its step is made (or put off): a fit cancelled there stops at the batch's boundary
+# The events at the end of a training batch, from its step (made or put off) on; `after_batch` also ends a batch that
+# makes no step. A fit cancelled in them stops at the batch's boundary (`Callbacks._cancel_at_boundary`)
 AFTER_THE_STEP = ('after_step', 'after_cancel_step', 'after_batch')
 
 # %% ../../nbs/02_callback.core.ipynb #cafc0e5f

@@ -369,8 +369,9 @@ class LossSpikes(Callback):
             return
         record = {'step': state.step, 'batch': state.batches, 'loss': loss if math.isfinite(loss) else str(loss),
                   'to_step': kept['counters']['step'], 'skipped': skipped_spans(kept['position'], (state.epoch, state.iter))}
-        for cb in learn.cbs:  # what the undone steps logged is written first, so that the file and trackers keep it in order
-            if isinstance(cb, WriterCallback) and cb.writers is not None: cb.write(rollback=True)
+        for cb in learn.cbs:  # what the undone steps logged is written first (by the process that writes), in order
+            if isinstance(cb, WriterCallback) and cb.writers is not None and (learn.rank == 0 or not cb.rank0_only):
+                cb.write(rollback=True)
         load_model_state(learn.raw_model, kept['model'])
         learn.opt.load_state_dict(copied(kept['opt']))
         for name, obj in learn.tracked.items(): obj.load_state_dict(copied(kept['tracked'][name]))
@@ -378,7 +379,8 @@ class LossSpikes(Callback):
             if key in kept['callbacks']: cb.load_state_dict(copied(kept['callbacks'][key]))
         validated = state.last_eval_step  # (a validation at the kept step, after it was kept, saw its weights: not run again)
         for k, v in kept['counters'].items(): setattr(state, k, v)
-        if validated is not None and validated <= state.fit_steps: state.last_eval_step = validated
+        if validated is not None and validated <= state.fit_steps:  # (kept with the state: a later rollback to it too)
+            state.last_eval_step = kept['counters']['last_eval_step'] = validated
         state.batches_since_step = 0
         learn.opt.zero_grad(set_to_none=True)
         set_rng_states(kept['rng'])

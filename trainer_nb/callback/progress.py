@@ -173,9 +173,11 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     return mbar
 
 # %% ../../nbs/10_callback.progress.ipynb #6a3ddcd5
+_NOT_TRAINING = ('valid', 'val_', 'val/', 'test')  # (a validation's or a test's loss, in any case: `valid/loss`, `val_loss`)
+
 def training_losses(names) -> list[str]:
     "The training losses among the scalar `names` (e.g. `learn.storage.histories()`): the learner's `train/loss` first, then the others by name."
-    found = [n for n in names if 'loss' in n and not n.startswith(('valid/', 'test/'))]
+    found = [n for n in names if 'loss' in n and 'loss_scale' not in n and not n.lower().startswith(_NOT_TRAINING)]
     return sorted(found, key=lambda n: (n != 'train/loss', n))
 
 # %% ../../nbs/10_callback.progress.ipynb #ed3df989

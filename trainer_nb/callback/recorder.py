@@ -27,25 +27,35 @@ class Recorder(Callback):
     order = 50  # after callbacks that change the loss (mixed precision, accumulation), before readers
     def __init__(self):
         self._t = time.perf_counter()
-        self._cancelled, self._stepped, self._lr = False, False, None
+        self._cancelled, self._stepped, self._in_batch, self._lr = False, False, False, None
         self._acc_loss, self._acc_parts, self._acc_n = 0., {}, 0  # micro-batches of a gradient accumulation
         self._row = self._loss_row = None  # `ScalarRow`s: lr, samples and times (and the loss), logged together
 
     def before_train(self): self._t = time.perf_counter()
     def before_batch(self):
-        self._cancelled = self._stepped = False
+        self._cancelled, self._stepped, self._in_batch = False, False, True
         learn = self.learn
         if learn.training: self._lr = learn.opt.param_groups[0]['lr'] * learn.controls.lr_scale  # this batch's lr
-    def after_step(self): self._stepped = True  # the learner's optimizer made this batch's step: its lr is logged
     def after_cancel_batch(self): self._cancelled = True
 
+    def after_step(self):
+        self._stepped = True  # the learner's optimizer made (or was asked to make) this batch's step: its lr is logged
+        if not self._in_batch and self._acc_n:  # the step that an epoch's last batches left (a loader of unknown length)
+            self._put_step(*self._accumulated(self._acc_loss))
+
     def after_batch(self):
+        self._in_batch = False
         learn = self.learn
         if not learn.training or self._cancelled: return
         loss, parts = learn.loss, learn.loss_parts
         if learn.fit_state.accum_every > 1:  # log the mean over the micro-batches of each optimizer step
             if not self._accumulate(loss, parts): return
             loss, parts = self._accumulated(loss)
+        self._put_step(loss, parts)
+
+    def _put_step(self, loss, parts: dict | None):
+        "Log a step: its loss and parts (averaged over the processes), lr, samples and times."
+        learn = self.learn
         if loss is not None and (parts or learn.comm.world_size > 1): loss, parts = self._reduced(loss, parts or {})
         now = time.perf_counter()
         start, self._t = self._t, now
