@@ -82,6 +82,8 @@ class Controls:
         elif kind == 'validate':
             if result is None: message = "no validation loader: nothing to validate"
             else: message = f"validated at step {step}: " + ', '.join(f"{k} {v:.4g}" for k, v in result.items())
+        elif result is False:  # (the loop said no: its steps are made by a loop you write, with its own optimizers)
+            message = "lr not scaled: a loop you write steps its own optimizers (set their lr in the loop)"
         else:
             self.lr_scale *= value
             message = f"lr x{self.lr_scale:.3g} from step {step}"
@@ -108,6 +110,7 @@ class Controls:
     def start_fit(self):
         "A fit starts (or resumes): no stop yet (a stop asked for earlier has happened); what a stop left pending is taken at the first boundary."
         self.stop_after_epoch, self.stop_kind = False, None
+        if self.history and self.history[-1]['control'] == 'stop': self.last = None  # (that stop has happened: not pending)
         with self._lock:
             self.pending, self._queue = [r for r in self.pending if r[0] != 'stop'], [r for r in self._queue if r[0] != 'stop']
             self.waiting = bool(self.pending or self._queue)

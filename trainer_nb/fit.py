@@ -12,7 +12,7 @@ from .callback.core import (CancelBatchException, CancelEpochException, CancelFi
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
 from .core import AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, in_notebook, is_whole, stop_message
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
-from .parts import batch_size, nan_guard_for
+from .parts import batch_size, check_forward, nan_guard_for
 from .state import RESUMABLE_STOPS, FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
 
 # %% auto #0
@@ -63,6 +63,7 @@ def plan_fit(learn, # the Learner
             ) -> FitState:
     "The state of a new fit of `learn`, checked, continuing its step count: what `FitRun` (and `learn.run`) takes."
     check_fit_length(n_epochs, n_steps, eval_every, method)
+    check_forward(learn.model, learn.train_step, learn.dls.valid is not None, method)
     if n_epochs is not None and n_epochs > 1 and gives_batches_once(learn.dls.train):
         raise ValueError(f"{method}({n_epochs}) goes over the train loader {n_epochs} times, but it is a "
                          f"{type(learn.dls.train).__name__}, which gives its batches once. Pass a DataLoader, or a list "
@@ -257,5 +258,6 @@ class FitRun:
         "A save or a validation asked for with `learn.controls`, on the loop's thread: the path saved, or the results."
         learn = self.learn
         if kind == 'save': return learn.save(value).relative_to(learn.path)
+        if kind == 'scale_lr': return self.state.plan.get('method') != 'loop'  # (a loop you write steps its own optimizers)
         if kind != 'validate' or learn.dls.valid is None: return None
         return self._validation(back_to_training=True) or {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from .core import warn_at_caller
+from .plotting import is_lr, is_validation
 from .state import check_resumable
 
 # %% auto #0
@@ -41,9 +42,16 @@ class Loop:
         try: yield from learn.run(state, cbs, resumed=resumed)
         finally: learn.resume_hint = hint
 
-    def log(self, *, smoothing_hint: bool = True, **scalars):
-        "Put `scalars` (numbers or one-element tensors) into the learner's storage, at this step."
-        self.learn.storage.put_scalars(smoothing_hint=smoothing_hint, **scalars)
+    def log(self,
+            *,
+            smoothing_hint: bool | None = None, # smooth the curves drawn (None: all but learning rates and validation numbers)
+            **scalars, # name=value: numbers or one-element tensors
+           ):
+        "Put `scalars` into the learner's storage, at this step: a loss is drawn smoothed, an lr (`lr_g`) or a validation's number (`val_loss`) as logged."
+        storage = self.learn.storage
+        for name, value in scalars.items():
+            hint = smoothing_hint if smoothing_hint is not None else not (is_lr(name) or is_validation(name))
+            storage.put_scalar(name, value, hint)
 
     def stop(self):
         "End the `for` cleanly at the next boundary (as a Stop): `last.pt` is written, and iterating again continues."

@@ -18,10 +18,11 @@ from .core import BatchMessage, add_note, find_bs, unwrap_model
 
 # %% auto #0
 __all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'check_lr', 'check_device',
-           'check_parts', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders', 'refuse_nested',
-           'split_batch', 'call_model', 'takes_keys', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars',
-           'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'set_lr',
-           'scaled_step', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
+           'check_parts', 'check_forward', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders',
+           'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'batch_size', 'check_loss', 'check_step_output',
+           'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions',
+           'describe_output', 'set_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory',
+           'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -69,6 +70,24 @@ def check_parts(model, loss_func=None, train_step=None, opt_func=None):
                          "reset_parameters()) or load them (model.load_state_dict(..., assign=True)).")
     for arg, name in ((loss_func, 'loss_func'), (train_step, 'train_step'), (opt_func, 'opt_func')):
         if arg is not None and not callable(arg): raise TypeError(f"{name} must be callable, got {type(arg).__name__}.")
+
+def check_forward(model: nn.Module, # the learner's model
+                  train_step, # the learner's `train_step`, or None
+                  validates: bool, # whether the fit will validate (a validation loader)
+                  method: str = 'fit', # 'fit', or 'loop' (`learn.loop`)
+                 ):
+    "Refuse, before its first step, a fit that would call a model that has no `forward` (a container of models, as a GAN's)."
+    if train_step is not None or type(unwrap_model(model)).forward is not nn.Module.forward: return
+    name = type(unwrap_model(model)).__name__
+    if method == 'fit':
+        raise TypeError(f"fit calls the model on each batch (model(xb)), but {name} has no forward. Define its forward, "
+                        "give the Learner a train_step that computes the loss, or write the step yourself: "
+                        "for batch in learn.loop(...).")
+    if validates:
+        raise TypeError(f"learn.loop validates with the learner's model (model(xb), then loss_func) at each epoch's end, "
+                        f"every eval_every steps and at Validate now, but {name} has no forward. Give the Learner no "
+                        "validation loader and validate in your loop (loop.log(**{'valid/loss': ...}) is shown as the "
+                        "learner's), or give the model a forward to validate with.")
 
 # One graph for every batch size (a size of 1 aside), so that the graph that runs a batch never depends on the batches
 # before it. With torch.compile's default (a static graph first, a dynamic one once a size changes), the two graphs

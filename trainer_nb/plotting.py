@@ -11,12 +11,24 @@ import io
 import math
 
 # %% auto #0
-__all__ = ['DEFAULT_PANELS', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
+__all__ = ['VALIDATION_PREFIXES', 'LR_PATTERNS', 'DEFAULT_PANELS', 'is_validation', 'is_lr', 'assign_panels', 'Curve', 'PlotData',
+           'LiveFigure', 'plot_png']
 
 # %% ../nbs/11a_plotting.ipynb #7645b2b0
+VALIDATION_PREFIXES = ('valid', 'val_', 'val/', 'test')  # a validation's or a test's numbers, in any case: `valid/loss`, `val_loss`
+LR_PATTERNS = ['lr', 'lr_*', 'lr/*', '*/lr']  # learning rates: the learner's `lr`, or a loop's own (`lr_g`, `lr/head`, `opt_d/lr`)
+
+def is_validation(name: str) -> bool:
+    "Whether the scalar `name` is a validation's or a test's number (drawn with markers, as logged)."
+    return name.lower().startswith(VALIDATION_PREFIXES)
+
+def is_lr(name: str) -> bool:
+    "Whether the scalar `name` is a learning rate (drawn as logged)."
+    return any(fnmatch.fnmatchcase(name, p) for p in LR_PATTERNS)
+
 # every loss logged (the learner's two first, then a loss part's or a loop's own), the validation's other numbers, and
 # every learning rate (the learner's `lr`, or a loop's own: `lr_g`, `lr/head`, `opt_d/lr`)
-DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss', '*loss*'], 'metrics': ['valid/*'], 'lr': ['lr', 'lr_*', 'lr/*', '*/lr']}
+DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss', '*loss*'], 'metrics': ['valid/*'], 'lr': LR_PATTERNS}
 
 def assign_panels(names, # the scalar names, e.g. `learn.storage.histories()`
                   panels: dict = DEFAULT_PANELS, # panel title -> list of names or `fnmatch` patterns
@@ -242,7 +254,7 @@ def _draw_references(ax, names: list[str], references: dict):
         shown = [n for n in names if n in curves]
         for k, name in enumerate(shown):
             ax.plot(*curves[name].points(), color=_GREYS[i % len(_GREYS)], lw=1.2, zorder=1, ms=2,
-                    marker='o' if name.startswith('valid/') else None, label=label if k == 0 else '_nolegend_')
+                    marker='o' if is_validation(name) else None, label=label if k == 0 else '_nolegend_')
 
 def _style_panel(ax, title: str, names: list[str], log: bool, references: dict | None = None) -> list:
     "Title, labels, ticks, grid and legend of one panel; return its curves (animated lines, drawn at each update)."
@@ -265,7 +277,7 @@ def _style_panel(ax, title: str, names: list[str], log: bool, references: dict |
         # an lr of 0.0005 as 5 under a "1e-4" at the top: long labels such as 0.00050 would run into the y label
         ax.ticklabel_format(axis='y', style='sci', scilimits=(-2, 4), useMathText=True)
     if references: _draw_references(ax, names, references)
-    lines = [ax.plot([], [], label=name, animated=True, lw=1.5, marker='o' if name.startswith('valid/') else None,
+    lines = [ax.plot([], [], label=name, animated=True, lw=1.5, marker='o' if is_validation(name) else None,
                      ms=3, zorder=2)[0] for name in names]
     if len(names) > 1 or references: ax.legend(loc='upper right', fontsize=8)
     return lines

@@ -11,6 +11,7 @@ import time
 
 from .core import Callback
 from ..display import frontend, output_area
+from ..plotting import is_validation
 from ..state import epoch_label, fit_status
 
 # %% auto #0
@@ -173,11 +174,9 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     return mbar
 
 # %% ../../nbs/10_callback.progress.ipynb #6a3ddcd5
-_NOT_TRAINING = ('valid', 'val_', 'val/', 'test')  # (a validation's or a test's loss, in any case: `valid/loss`, `val_loss`)
-
 def training_losses(names) -> list[str]:
     "The training losses among the scalar `names` (e.g. `learn.storage.histories()`): the learner's `train/loss` first, then the others as logged."
-    found = [n for n in names if 'loss' in n and 'loss_scale' not in n and not n.lower().startswith(_NOT_TRAINING)]
+    found = [n for n in names if 'loss' in n and 'loss_scale' not in n and not is_validation(n)]
     return sorted(found, key=lambda n: n != 'train/loss')  # (a stable sort: the others keep the order they were first logged in)
 
 # %% ../../nbs/10_callback.progress.ipynb #ed3df989
