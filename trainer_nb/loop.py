@@ -106,7 +106,7 @@ def make_loop(learn, # the Learner
                            "other processes cannot run it: use learn.fit with a train_step, or run the loop in "
                            "each process under torchrun (with DistributedTrainer).")
     if resume:
-        check_resumable(learn.fit_state, learn.checkpoint_path('last'))
+        check_resumable(learn.fit_state, learn.checkpoint_path('last'), 'loop')
         if learn.fit_state.plan.get('method') != 'loop':
             raise RuntimeError("The last fit was made by fit(): continue it with learn.resume().")
         return Loop(learn, None, cbs)

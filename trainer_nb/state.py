@@ -341,20 +341,22 @@ def is_resumable(learn) -> bool:
 
 def check_resumable(state: FitState, # the learner's fit state
                     last: Path | None = None, # the learner's `last` checkpoint (what to load instead, if it exists)
+                    method: str | None = None, # the face that asks, 'fit' or 'loop' (`learn.loop`); default: the last fit's
                    ):
     "Raise a `RuntimeError` that says what to do instead, unless `learn.resume()` can continue the fit of `state`."
+    new = f"learn.{method or state.plan.get('method', 'fit')}(...)"  # (what starts a new one, in the words of the face)
     if state.n_epochs is None and state.n_steps is None:
-        raise RuntimeError("Nothing to resume: this learner has not run a fit. Call learn.fit(...), or "
+        raise RuntimeError(f"Nothing to resume: this learner has not run a fit. Call {new}, or "
                            "learn.load(...) a checkpoint first.")
     if state.stop_reason == 'completed' or state.done:
-        raise RuntimeError(f"Nothing to resume: the last fit completed ({state!r}). Call learn.fit(...) to train more.")
+        raise RuntimeError(f"Nothing to resume: the last fit completed ({state!r}). Call {new} to train more.")
     if not state.resumable:
         ended = f"The last fit ended with stop_reason={state.stop_reason!r} in the middle of a batch, so it cannot continue exactly."
         if last is not None and last.exists():
             raise RuntimeError(f"{ended} Load the last checkpoint saved at a batch boundary, learn.load('last') "
-                               f"({last}), and resume from there, or start a new fit with learn.fit(...).")
+                               f"({last}), and resume from there, or start a new fit with {new}.")
         raise RuntimeError(f"{ended} No checkpoint of a batch boundary was saved (no {last or 'checkpoints/last.pt'}): "
-                           "start a new fit with learn.fit(...).")
+                           f"start a new fit with {new}.")
 
 def epoch_label(state: FitState) -> str:
     "The running epoch as bars and messages name it: counted from 1, out of the fit's epochs ('epoch 3/5')."
