@@ -27,24 +27,20 @@ class Recorder(Callback):
     order = 50  # after callbacks that change the loss (mixed precision, accumulation), before readers
     def __init__(self):
         self._t = time.perf_counter()
-        self._cancelled, self._stepped, self._in_batch, self._lr = False, False, False, None
+        self._cancelled, self._stepped, self._lr = False, False, None
         self._acc_loss, self._acc_parts, self._acc_n = 0., {}, 0  # micro-batches of a gradient accumulation
         self._row = self._loss_row = None  # `ScalarRow`s: lr, samples and times (and the loss), logged together
 
     def before_train(self): self._t = time.perf_counter()
     def before_batch(self):
-        self._cancelled, self._stepped, self._in_batch = False, False, True
+        self._cancelled = self._stepped = False
         learn = self.learn
         if learn.training: self._lr = learn.opt.param_groups[0]['lr'] * learn.controls.lr_scale  # this batch's lr
     def after_cancel_batch(self): self._cancelled = True
 
-    def after_step(self):
-        self._stepped = True  # the learner's optimizer made (or was asked to make) this batch's step: its lr is logged
-        if not self._in_batch and self._acc_n:  # the step that an epoch's last batches left (a loader of unknown length)
-            self._put_step(*self._accumulated(self._acc_loss))
+    def after_step(self): self._stepped = True  # the learner's optimizer made (or put off) this batch's step: its lr is logged
 
     def after_batch(self):
-        self._in_batch = False
         learn = self.learn
         if not learn.training or self._cancelled: return
         loss, parts = learn.loss, learn.loss_parts
@@ -103,6 +99,8 @@ class Recorder(Callback):
         return loss, dict(zip(names, values))
 
     def after_train(self):
+        # the step that an epoch's last batches left, made after them (a loader of unknown length): logged as a batch's
+        if self._acc_n and not self.learn.fit_state.batches_since_step: self._put_step(*self._accumulated(self._acc_loss))
         self.learn.storage.put_scalar('epoch', self.learn.epoch + 1, smoothing_hint=False)
 
     def after_validate(self):
