@@ -11,8 +11,8 @@ import io
 import math
 
 # %% auto #0
-__all__ = ['VALIDATION_PREFIXES', 'LR_PATTERNS', 'DEFAULT_PANELS', 'is_validation', 'is_lr', 'assign_panels', 'Curve', 'PlotData',
-           'LiveFigure', 'plot_png']
+__all__ = ['VALIDATION_PREFIXES', 'LR_PATTERNS', 'BOOKKEEPING', 'DEFAULT_PANELS', 'is_validation', 'is_lr', 'is_bookkeeping',
+           'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
 
 # %% ../nbs/11a_plotting.ipynb #7645b2b0
 VALIDATION_PREFIXES = ('valid', 'val_', 'val/', 'test')  # a validation's or a test's numbers, in any case: `valid/loss`, `val_loss`
@@ -26,9 +26,21 @@ def is_lr(name: str) -> bool:
     "Whether the scalar `name` is a learning rate (drawn as logged)."
     return any(fnmatch.fnmatchcase(name, p) for p in LR_PATTERNS)
 
-# every loss logged (the learner's two first, then a loss part's or a loop's own), the validation's other numbers, and
-# every learning rate (the learner's `lr`, or a loop's own: `lr_g`, `lr/head`, `opt_d/lr`)
-DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss', '*loss*'], 'metrics': ['valid/*'], 'lr': LR_PATTERNS}
+# what the learner and its callbacks log about the run itself: in metrics.json, but not matched by a panel's bare `*`
+BOOKKEEPING = ['samples', 'epoch', 'time/*', 'perf/*', 'ckpt/*', 'control/*', 'spikes/*', 'amp/*', 'micro_batches']
+
+def is_bookkeeping(name: str) -> bool:
+    "Whether the scalar `name` is one that the learner or its callbacks log about the run itself (`BOOKKEEPING`)."
+    return any(fnmatch.fnmatchcase(name, p) for p in BOOKKEEPING)
+
+# every loss logged (the learner's two first, then a loss part's or a loop's own), the validation's and test's other
+# numbers, every learning rate (the learner's `lr`, or a loop's own: `lr_g`, `lr/head`, `opt_d/lr`), and what else you log
+DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss', '*loss*'], 'metrics': ['valid/*', 'val_*', 'val/*', 'test/*'],
+                  'lr': LR_PATTERNS, 'other': ['*']}
+
+def _matches(name: str, pattern: str) -> bool:
+    "Whether `name` matches the panel pattern: `fnmatch`, except that a bare `*` leaves out `BOOKKEEPING`."
+    return fnmatch.fnmatchcase(name, pattern) and not (pattern == '*' and is_bookkeeping(name))
 
 def assign_panels(names, # the scalar names, e.g. `learn.storage.histories()`
                   panels: dict = DEFAULT_PANELS, # panel title -> list of names or `fnmatch` patterns
@@ -37,7 +49,7 @@ def assign_panels(names, # the scalar names, e.g. `learn.storage.histories()`
     chosen: dict[str, list[tuple[int, str]]] = {title: [] for title in panels}
     for name in names:
         for title, patterns in panels.items():
-            hits = [i for i, p in enumerate(patterns) if fnmatch.fnmatchcase(name, p)]
+            hits = [i for i, p in enumerate(patterns) if _matches(name, p)]
             if hits:
                 chosen[title].append((hits[0], name))
                 break
