@@ -48,6 +48,11 @@ class Loop:
             **scalars, # name=value: numbers or one-element tensors
            ):
         "Put `scalars` into the learner's storage, at this step: a loss is drawn smoothed, an lr (`lr_g`) or a validation's number (`val_loss`) as logged."
+        if not self.learn.in_fit:  # (the writers and displays have closed, or not opened: it would reach no file)
+            raise RuntimeError(f"loop.log({', '.join(scalars)}) was called with the loop not running (it has ended, "
+                               "or not started), so nothing would write it: log inside the `for`, at the step the "
+                               "numbers belong to. A number of the last step (a final validation) goes in the body's "
+                               "last turn: `if loop.step + 1 == n_steps: ...`.")
         storage = self.learn.storage
         for name, value in scalars.items():
             hint = smoothing_hint if smoothing_hint is not None else not (is_lr(name) or is_validation(name))
