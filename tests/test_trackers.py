@@ -329,6 +329,16 @@ def test_a_new_fit_is_a_new_run(places, tmp_path):
     assert sorted(r.name for r in trackio.Api().runs('trackio-two-fits')) == ['run', 'run-2']
 
 
+def test_trackio_says_once_that_each_run_finished(places, tmp_path):
+    "trackio prints its end line when a run finishes: once a fit, not again at the next fit's start or at the exit."
+    script = ("import sys\nsys.path.insert(0, sys.argv[1])\nfrom tracker_fit import learner\n"
+              "learn = learner(sys.argv[2], 'trackio', 'trackio-end-lines')\nlearn.fit(1)\nlearn.fit(1)\n")
+    child = subprocess.run([sys.executable, '-c', script, str(HERE), str(tmp_path / 'run')], capture_output=True,
+                           text=True, timeout=300, env=os.environ)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.count('* Run finished.') == 2, child.stdout
+
+
 def test_a_checkpoint_before_the_first_write_resumes_the_same_trackio_run(places, tmp_path):
     "A checkpoint that holds no step sent yet (sent_to -1): the resume from it empties the run, which goes on under its name."
     reference = never_stopped('trackio', places, tmp_path / 'whole')

@@ -220,7 +220,11 @@ class TrackioWriter(TrackerWriter):
         db.close()
 
     def _log(self, step, values): self._run.log(values, step=step)
-    def _finish(self, outcome, stop_reason): self._run.finish()  # (trackio has no run summary to put `outcome` in)
+    def _finish(self, outcome, stop_reason):  # (trackio has no run summary to put `outcome` in)
+        # `trackio.finish()` finishes the current run and forgets it; the run's own `finish` leaves it current, and
+        # trackio's exit handler (or its next `init`) finished it again: a second "Run finished" line
+        if self._trackio.context_vars.current_run.get() is self._run: self._trackio.finish()
+        else: self._run.finish()
 
     def _flush(self):
         "Store the rows trackio's thread has not stored yet (it does every 0.5 s): trackio has no public call for it."
