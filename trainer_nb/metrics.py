@@ -58,7 +58,11 @@ class AvgMetric(Metric):
     def update(self, preds, targets):
         bs = find_bs(targets)
         value = self.func(preds, targets)
-        self.total = self.total + (value.detach() if isinstance(value, torch.Tensor) else value) * bs
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1: one_number(value, self.name)  # (refused at the first batch, by its shape: no device sync)
+            value = value.detach()
+        elif isinstance(value, (dict, list, tuple)): one_number(value, self.name)
+        self.total = self.total + value * bs
         self.count += bs
 
     def compute(self) -> float:
