@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .callback.core import (CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
-from .core import AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, in_notebook, is_whole, stop_message
+from .core import (AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, add_note, in_notebook,
+                             is_whole, stop_message)
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .parts import batch_size, check_forward, nan_guard_for
 from .state import RESUMABLE_STOPS, FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
@@ -165,14 +166,23 @@ class FitRun:
 
     def _end(self, error: BaseException | None):
         "The end of a fit: the stop reason if `error` ended it, every callback's `after_fit`, then the error, if any."
-        if error is not None: self._stopped(stop_reason_of(error))  # (a second interrupt: the batch may be half-done)
+        if error is not None: self._stopped(stop_reason_of(error), at_boundary=self._before_validation(error))
         error = None if error is None else fit_error(error, fit_position(self.learn))  # (a note: where it stopped)
+        if error is not None and self.state.resumable:
+            add_note(error, f"(the training up to this validation is kept: fix the cause, then {self.learn.resume_hint} "
+                            "runs the validation again and goes on)")
         self.learn.storage.iter = self.state.step  # (a batch cut short set the next step's: what `after_fit` logs is the last step's)
         failures = self.learn.callbacks.run_all('after_fit')  # KeyboardInterrupt too: the others still close their files
         if error is None and failures:
             if not end_cut_short(self.learn, failures): self._stopped(stop_reason_of(failures[0]))
             elif in_notebook(): raise interrupted_cell(self.learn, cut_short=True) from None  # (one line: no traceback)
         if error is not None or failures: raise first_error(error, failures)
+
+    def _before_validation(self, error: BaseException) -> bool:
+        "Whether `error` came from a validation's batches or metrics (a metric's bug), in one process: the fit stands before that validation."
+        learn = self.learn  # (its training is at a boundary, which the validation changes nothing of: `resume` runs it again)
+        return (isinstance(error, Exception) and learn.stop_point.valid_rng is not None and self.state.stop_reason is None
+                and learn.comm.world_size == 1 and not self.half_done)
 
     # ---- epochs of training batches; between two batches, due validations, the controls and stops
     def _epochs(self):

@@ -87,7 +87,7 @@ class Learner:
         self.target_key = check_target_key(target_key)
         self.full_checkpoints = full_checkpoints  # (else the frozen parameters are fingerprinted: chapter `checkpoint`)
         self.dls = prepare_loaders(as_dataloaders(dls))  # (rebuilt so that the learner controls the data order)
-        self.metrics, self.path, self.nan_guard = as_metrics(metrics), check_run_folder(path), nan_guard
+        self.metrics, self.path, self.nan_guard = metrics, check_run_folder(path), nan_guard  # (metrics: wrapped, see below)
         self.lr = check_lr(lr)
         self.opt = self.create_opt()
         self.guard = nan_guard_for(nan_guard, self.opt, self.device)  # (checked now; each fit makes its own)
@@ -109,6 +109,13 @@ class Learner:
         self.tracked: dict = {}  # objects of yours saved with the checkpoints (`track`): optimizers, schedulers...
         cbs = as_callback_list(cbs) + report_callbacks(report_to)  # (a `ReportCallback` running the trackers' writers)
         for cb in with_defaults(cbs, progress) if default_cbs else cbs: self.add_cb(cb)
+
+    @property
+    def metrics(self) -> list:
+        "The metrics each validation computes; set it as `Learner(metrics=...)` takes it (`learn.metrics = [accuracy]`)."
+        return self._metrics
+    @metrics.setter
+    def metrics(self, metrics): self._metrics = as_metrics(metrics)  # (checked and wrapped: `metrics` chapter)
 
     def create_opt(self) -> torch.optim.Optimizer:
         "Make the optimizer, `opt_func(params, lr=lr)` over the trainable parameters (checked: see `make_optimizer`)."
@@ -288,8 +295,8 @@ class Learner:
                 self.set_batch(batch, data_time)
                 error = self.out_of_memory.attempt(self.valid_batch, self.comm.undoes_alone, CANNOT_STOP_VALIDATION)
                 if error is not None: self.out_of_memory.stop_in_validation(self, error)
-        self.stop_point.valid_rng = None
         self.valid_results = self.valid_tally.results(self.comm.all_reduce_sum)
+        self.stop_point.valid_rng = None  # (until here, an error in it leaves the fit before it: `FitRun._end`)
 
     # ---- one batch: from the loader's batch to the optimizer step, with its events (the loop's body)
     def set_batch(self, batch, data_time: float = 0.):
