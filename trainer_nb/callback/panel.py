@@ -183,7 +183,8 @@ def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
     total, done = state.total_steps, state.fit_steps
     parts = [f"step {state.step}" + (f"/{state.final_step}" if total else ''),
              epoch_label(state)]
-    left = time_left(time.perf_counter() - t0, done, total)
+    since = state.resumed_after or 0  # (a resumed fit's pace: the steps since `t0`, its start, not those before the stop)
+    left = time_left(time.perf_counter() - t0, done - since, total and total - since)
     if left is not None: parts.append(f"ETA {format_seconds(left)}")
     parts += _perf_parts(learn.storage.histories(), gpu_total_mb)
     if getattr(learn.comm, 'step_times', None): parts.append(_process_times(learn.comm))
