@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .core import warn_at_caller
-from .plotting import is_lr, is_validation
+from .plotting import is_smoothed
 from .state import check_resumable
 
 # %% auto #0
@@ -55,7 +55,7 @@ class Loop:
                                "last turn: `if loop.step + 1 == n_steps: ...`.")
         storage = self.learn.storage
         for name, value in scalars.items():
-            hint = smoothing_hint if smoothing_hint is not None else not (is_lr(name) or is_validation(name))
+            hint = smoothing_hint if smoothing_hint is not None else is_smoothed(name)
             storage.put_scalar(name, value, hint)
 
     def stop(self):

@@ -11,8 +11,8 @@ import io
 import math
 
 # %% auto #0
-__all__ = ['VALIDATION_PREFIXES', 'LR_PATTERNS', 'BOOKKEEPING', 'DEFAULT_PANELS', 'is_validation', 'is_lr', 'is_bookkeeping',
-           'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
+__all__ = ['VALIDATION_PREFIXES', 'LR_PATTERNS', 'BOOKKEEPING', 'DEFAULT_PANELS', 'is_validation', 'is_lr', 'is_smoothed',
+           'is_bookkeeping', 'assign_panels', 'Curve', 'PlotData', 'LiveFigure', 'plot_png']
 
 # %% ../nbs/11a_plotting.ipynb #7645b2b0
 VALIDATION_PREFIXES = ('valid', 'val_', 'val/', 'test')  # a validation's or a test's numbers, in any case: `valid/loss`, `val_loss`
@@ -25,6 +25,10 @@ def is_validation(name: str) -> bool:
 def is_lr(name: str) -> bool:
     "Whether the scalar `name` is a learning rate (drawn as logged)."
     return any(fnmatch.fnmatchcase(name, p) for p in LR_PATTERNS)
+
+def is_smoothed(name: str) -> bool:
+    "Whether `name` is drawn smoothed when nothing says otherwise (a loss, a loop's number): all but learning rates and validation numbers."
+    return not (is_lr(name) or is_validation(name))  # (other runs' curves, read from metrics.json, have no smoothing hint)
 
 # what the learner and its callbacks log about the run itself: in metrics.json, but not matched by a panel's bare `*`
 BOOKKEEPING = ['samples', 'epoch', 'time/*', 'perf/*', 'ckpt/*', 'control/*', 'spikes/*', 'amp/*', 'micro_batches']
@@ -263,13 +267,19 @@ _GREYS = ('0.55', '0.72', '0.4', '0.82')  # the reference runs' curves, one shad
 def _draw_references(ax, names: list[str], references: dict):
     "Other runs' curves of `names`, in grey under this run's (part of the background: drawn on full redraws only)."
     for i, (label, curves) in enumerate(references.items()):
-        shown = [n for n in names if n in curves]
-        for k, name in enumerate(shown):
+        for name in [n for n in names if n in curves]:  # (on a panel of several names, each grey curve says which)
             ax.plot(*curves[name].points(), color=_GREYS[i % len(_GREYS)], lw=1.2, zorder=1, ms=2,
-                    marker='o' if is_validation(name) else None, label=label if k == 0 else '_nolegend_')
+                    marker='o' if is_validation(name) else None, label=label if len(names) == 1 else f"{name} ({label})")
+
+def _set_legend(ax, lines: list, names: list[str]):
+    "The panel's legend: this run's curves that have points, and the references; where it covers the fewest points."
+    for line, name in zip(lines, names): line.set_label(name if len(line.get_xdata()) else '_nolegend_')
+    labelled = [a for a in ax.lines if not a.get_label().startswith('_')]
+    if len(labelled) > 1 or any(not a.get_animated() for a in ax.lines): ax.legend(loc='best', fontsize=8)  # (grey: references)
+    elif ax.get_legend() is not None: ax.get_legend().remove()
 
 def _style_panel(ax, title: str, names: list[str], log: bool, references: dict | None = None) -> list:
-    "Title, labels, ticks, grid and legend of one panel; return its curves (animated lines, drawn at each update)."
+    "Title, labels, ticks and grid of one panel, and the references' curves; return its curves (animated lines, drawn at each update)."
     from matplotlib.ticker import MaxNLocator
     ax.set_title(title, fontsize=10, y=1., pad=4)  # fixed positions for the title and labels: no layout
     ax.set_xlabel('step', fontsize=9)               # pass at each full redraw
@@ -289,10 +299,8 @@ def _style_panel(ax, title: str, names: list[str], log: bool, references: dict |
         # an lr of 0.0005 as 5 under a "1e-4" at the top: long labels such as 0.00050 would run into the y label
         ax.ticklabel_format(axis='y', style='sci', scilimits=(-2, 4), useMathText=True)
     if references: _draw_references(ax, names, references)
-    lines = [ax.plot([], [], label=name, animated=True, lw=1.5, marker='o' if is_validation(name) else None,
-                     ms=3, zorder=2)[0] for name in names]
-    if len(names) > 1 or references: ax.legend(loc='upper right', fontsize=8)
-    return lines
+    return [ax.plot([], [], label=name, animated=True, lw=1.5, marker='o' if is_validation(name) else None,
+                    ms=3, zorder=2)[0] for name in names]  # (the legend is set at each full redraw: `_set_legend`)
 
 def _png(canvas, compress_level: int = 1) -> bytes:
     "What an Agg canvas holds, as PNG bytes (RGB: the figure is opaque)."
@@ -397,6 +405,7 @@ class LiveFigure:
         for lines, (_, names, _) in zip(self.lines, self.layout):
             for line, name in zip(lines, names): line.set_data(*(curves[name].points() if name in curves else ([], [])))
         if full or self.background is None:
+            for ax, lines, (_, names, _) in zip(self.axes, self.lines, self.layout): _set_legend(ax, lines, names)
             self.canvas.draw()  # everything but the animated curves
             self.background = self.canvas.copy_from_bbox(self.fig.bbox)
         else: self.canvas.restore_region(self.background)

@@ -19,7 +19,7 @@ from .callback.run_record import METRICS_FILE, RUN_FILE, best_of, read_run_file
 from .callback.tracker import auto_mode
 from .core import in_notebook
 from .files import atomic_write
-from .plotting import plot_png
+from .plotting import is_smoothed, plot_png
 from .writers import as_number, metrics_series, read_metrics
 
 # %% auto #0
@@ -223,14 +223,15 @@ def plot_runs(runs, # the `Runs` to draw
              ) -> PNG:
     "The curves of `names` of each run, overlaid, as a PNG."
     names = names or ('valid/loss',)
-    series, panels = {}, {}
+    series, panels, smoothed = {}, {}, []
     for name in names:
         for run in runs.runs:
             steps, values = run.series(name)
             if not values: continue
             series[f"{name} ({run.name})"] = (steps, values)
             panels.setdefault(name, []).append(glob.escape(f"{name} ({run.name})"))  # (the exact name, not a pattern)
-    png = plot_png(series, smoothed=[s for s in series if s.startswith('train/')], panels=panels,
+            if is_smoothed(name): smoothed.append(f"{name} ({run.name})")  # (as the fit drew it)
+    png = plot_png(series, smoothed=smoothed, panels=panels,
                    log=[n for n in panels if 'loss' in n], smooth=smooth)
     if png is None:
         logged = sorted({k for r in runs.runs for row in r.rows for k in row if k != 'iter'})

@@ -16,7 +16,7 @@ from .core import Callback
 from ..files import atomic_write
 from ..core import import_in_background, time_left, warn_at_caller
 from ..display import frontend, output_area
-from ..plotting import LiveFigure, PlotData
+from ..plotting import LiveFigure, PlotData, is_smoothed
 from ..plot_worker import encode_snapshot, shared_worker, snapshot
 from ..writers import metrics_series, read_metrics
 
@@ -305,7 +305,7 @@ class LivePlotCallback(Callback):
         self.plot.area = output_area(where or 'jupyter') if live else None  # (made here, on the loop's thread)
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]
         runs = {label: run_series(f) for label, f in zip(run_labels(folders), folders)}
-        self.plot.data.set_references(runs, smoothed=[n for s in runs.values() for n in s if n.startswith('train/')])
+        self.plot.data.set_references(runs, smoothed=[n for s in runs.values() for n in s if is_smoothed(n)])  # (as logged)
         self.frames, self.frame_log, self._first_batch = [], [], None
         self._worker = shared_worker() if live and self.process else None
         self._request, self._sent, self._due = None, None, math.inf
