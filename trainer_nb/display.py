@@ -14,7 +14,7 @@ import sys
 from .core import in_notebook
 
 # %% auto #0
-__all__ = ['frontend', 'marimo_mode', 'html_text', 'JupyterArea', 'png_html', 'MarimoArea', 'output_area']
+__all__ = ['frontend', 'marimo_mode', 'html_text', 'table_attrs', 'JupyterArea', 'png_html', 'MarimoArea', 'output_area']
 
 # %% ../nbs/09_display.ipynb #a18ffcd7
 def frontend() -> str | None:
@@ -38,6 +38,10 @@ def html_text(markup: str) -> str:
     text = re.sub(r'<br\s*/?>|</(?:tr|p|div|li|h\d)>', '\n', text)
     text = html.unescape(re.sub(r'<[^>]*>', '', text))
     return '\n'.join(line.strip() for line in text.splitlines() if line.strip())
+
+def table_attrs(where: str | None) -> str:
+    "The attributes a `<table>` needs in the frontend `where`: marimo's style sheets leave its columns unspaced, Jupyter's space them."
+    return ' style="border-collapse:separate;border-spacing:14px 2px"' if where == 'marimo' else ''
 
 class JupyterArea:
     "An output of the running Jupyter cell, replaced in place through its display id (no widget manager needed)."

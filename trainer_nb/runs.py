@@ -19,6 +19,7 @@ from .callback.run_record import METRICS_FILE, RUN_FILE, best_of, read_run_file
 from .callback.tracker import auto_mode
 from .core import in_notebook
 from .files import atomic_write
+from .display import frontend, table_attrs
 from .plotting import is_smoothed, plot_png
 from .writers import as_number, metrics_series, read_metrics
 
@@ -334,7 +335,7 @@ class Runs:
         head = ''.join(f"<th>{html.escape(c)}</th>" for c in columns)
         body = ''.join('<tr>' + ''.join(f"<td>{html.escape(v)}</td>" for v in row) + '</tr>' for row in rows)
         notes = ''.join(f"<p>{html.escape(n)}</p>" for n in self.notes())
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
+        return f"<table{table_attrs(frontend())}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
 
 # %% ../nbs/18_runs.ipynb #3af021fb
 def runs_parser() -> argparse.ArgumentParser:

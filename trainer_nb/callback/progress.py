@@ -10,7 +10,7 @@ import sys
 import time
 
 from .core import Callback
-from ..display import frontend, output_area
+from ..display import frontend, output_area, table_attrs
 from ..plotting import is_validation
 from ..state import epoch_label, fit_status
 
@@ -91,8 +91,7 @@ class _HTMLMasterBar:
         self.table_out.html('')
         self.rows_html: list[str] = []  # the table's rows, rendered once each
         self.notes_html: list[str] = []  # lines under the table
-        # (Jupyter's style sheets space a table's columns; marimo's do not)
-        self.table_style = ' style="border-collapse:separate;border-spacing:14px 2px"' if where == 'marimo' else ''
+        self.table_style = table_attrs(where)  # (columns apart in marimo too)
 
     def update(self, val: int): self.main_bar.update(val)
     def add_child(self, child: _HTMLBar): self.child = child
