@@ -108,8 +108,8 @@ PANEL_MESSAGES = {
                    f"runs to its end; in marimo edit, {_MARIMO_HINT}"),
     'no_route': ("Clicks cannot reach this running cell (the kernel has no comm subshells: ipykernel &lt; 7, as "
                  f"on Colab), so there are no buttons: {_INTERRUPT_HINT}"),
-    'no_frontend': ("This frontend sends no widget click while a cell runs (it opened no comm subshell, as VS Code), "
-                    f"so the buttons are gone: {_INTERRUPT_HINT}"),
+    'no_frontend': ("This frontend sends no widget click while a cell runs (it opened no comm subshell: VS Code, or a "
+                    f"JupyterLab without its widget manager), so the buttons are gone: {_INTERRUPT_HINT}"),
     'stopping': "stopping after this batch...",
     'late': ("This click reached the kernel only after the fit had ended: this frontend does not deliver widget "
              f"clicks while a cell runs. Next time, {_INTERRUPT_HINT}"),
