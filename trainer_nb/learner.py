@@ -129,11 +129,11 @@ class Learner:
     @on_all_processes
     def fit(self,
             n_epochs: int | None = None, # train for this many epochs...
+            lr: float | None = None, # set the learning rate of every parameter group first (`fit(5, 1e-3)`, as fastai)
             *,
             n_steps: int | None = None, # ...or for this many optimizer steps, across epoch boundaries
             eval_every: int | None = None, # validate every this many optimizer steps
             cbs=None, # callbacks for this fit only
-            lr: float | None = None, # set the learning rate of every parameter group first
             compare=None, # run folders of earlier fits, drawn in grey behind this fit's curves in the live plot
             time_limit=None, # stop, resumable, before this many seconds, a timedelta, or at a datetime (`callback.long_runs`)
             resume: str | None = None, # 'auto': continue the run folder's `last` if it is a stop of this fit

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,10 +38,17 @@ def check_run_folder(path) -> Path:
     return path
 
 def check_lr(lr) -> float:
-    "`lr` as a float, if it is a finite number >= 0 (0 freezes the weights but still runs the loop)."
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 <= lr < float('inf'):
+    "`lr` as a float, if it is a finite number >= 0 (0 freezes the weights but still runs the loop); a numpy or one-element tensor too."
+    if isinstance(lr, slice):
+        raise ValueError(f"lr={lr!r}: a slice of learning rates across the model's layers (fastai's discriminative "
+                         "lrs) is not taken; give the parameter groups their own lr in opt_func, e.g. opt_func=lambda "
+                         "params, lr: torch.optim.AdamW([{'params': body.parameters(), 'lr': lr / 10}, "
+                         "{'params': head.parameters()}], lr=lr).")
+    number = isinstance(lr, numbers.Real) or isinstance(lr, torch.Tensor) and lr.numel() == 1 and not lr.is_complex()
+    value = float(lr) if number and not isinstance(lr, bool) else None
+    if value is None or not 0 <= value < float('inf'):
         raise ValueError(f"lr must be a finite number >= 0, got {lr!r}.")
-    return float(lr)
+    return value
 
 def check_device(device) -> torch.device | None:
     "`device` as a `torch.device` (None: the best available), if torch knows it and this machine has it."
@@ -52,6 +60,13 @@ def check_device(device) -> torch.device | None:
     if device.type == 'cuda' and not torch.cuda.is_available():
         raise ValueError(f"device={str(device)!r}, but torch sees no CUDA GPU here: pass device=None (the best "
                          "available) or 'cpu'.")
+    if device.type == 'mps' and not torch.backends.mps.is_available():
+        raise ValueError(f"device='mps', but torch sees no Apple GPU here (MPS): pass device=None (the best available) "
+                         "or 'cpu'.")
+    if device.type == 'meta':
+        raise ValueError("device='meta' holds no data: the model moved there would lose its weights. Train on a real "
+                         "device (device=None: the best available); a model made on the meta device is materialised "
+                         "first (model.to_empty(device=...), then initialised or loaded).")
     return device
 
 def check_parts(model, loss_func=None, train_step=None, opt_func=None):
