@@ -149,7 +149,9 @@ class ValidationTally:
         if loss is not None: self.loss_sum, self.count = self.loss_sum + loss.detach() * n, self.count + n
         if not self.metrics: return
         if pred is None or not targets:
-            raise ValueError("Metrics need predictions and targets: batches must end with the target, or "
+            raise ValueError("Metrics need predictions and targets, and this validation batch has no target: a tuple "
+                             "batch ends with its target; a dict batch has it under the key that "
+                             "Learner(target_key=...) names, 'labels' by default (is it named otherwise, 'label'?); or "
                              "train_step must return 'pred' and 'target'.")
         for m in self.metrics: m.update(pred, *targets)
 

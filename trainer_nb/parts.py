@@ -20,10 +20,10 @@ from .core import BatchMessage, add_note, find_bs, unwrap_model
 # %% auto #0
 __all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'check_lr', 'check_device',
            'check_parts', 'check_forward', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders',
-           'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'batch_size', 'check_loss', 'check_step_output',
-           'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions',
-           'describe_output', 'set_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory',
-           'NanGuard', 'nan_guard_for']
+           'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'takes_args', 'batch_size', 'check_loss',
+           'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note',
+           'predictions', 'describe_output', 'set_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message',
+           'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -174,7 +174,14 @@ def split_batch(batch, # a batch as the loader gives it
 
 def call_model(model: nn.Module, xb: tuple | dict):
     "The model's output on inputs `xb` from `split_batch`: `model(**xb)` for a dict, `model(*xb)` for a tuple."
-    if not isinstance(xb, dict): return model(*xb)
+    if not isinstance(xb, dict):
+        try: return model(*xb)
+        except TypeError as e:  # (a forward that does not take the batch's inputs: say how a tuple batch is split)
+            if len(xb) < 2 or takes_args(model, xb): raise
+            raise add_note(e, f"(the batch has {len(xb) + 1} elements: the learner called the model with all but the last, "
+                              f"model(x1, ..., x{len(xb)}), and takes the last as the target, loss_func(output, target). "
+                              "Give the model a forward that takes them, or make the loader give (inputs, target) pairs "
+                              "(a collate_fn), or pass a train_step that unpacks the batch itself.)")
     try: return model(**xb)
     except TypeError as e:  # (a forward that does not take the batch's keys: say how a dict batch is passed)
         if takes_keys(model, xb): raise  # (raised inside the model, not by the call)
@@ -185,7 +192,11 @@ def call_model(model: nn.Module, xb: tuple | dict):
 
 def takes_keys(model: nn.Module, xb: dict) -> bool:
     "Whether the model's `forward` can be called with the keys of `xb` (True when its signature cannot be read)."
-    try: inspect.signature(getattr(model, 'forward', model)).bind(**xb)
+    return takes_args(model, (), xb)
+
+def takes_args(model: nn.Module, args: tuple, kwargs: dict | None = None) -> bool:
+    "Whether the model's `forward` can be called with `args` and `kwargs` (True when its signature cannot be read)."
+    try: inspect.signature(getattr(model, 'forward', model)).bind(*args, **(kwargs or {}))
     except TypeError: return False
     except ValueError: pass  # (no signature to read)
     return True
