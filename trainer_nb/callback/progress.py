@@ -283,9 +283,10 @@ class ProgressCallback(Callback):
     def row_values(self) -> dict:
         "The values of the next row, by column name."
         learn = self.learn
-        row = {'epoch': learn.epoch + 1}  # (counted from 1, as the bars and messages count)
+        test = learn.split == 'test'  # (the test pass at the end of a fit: a row of its own, in the validation's columns)
+        row = {'epoch': 'test' if test else learn.epoch + 1}  # (counted from 1, as the bars and messages count)
         if learn.fit_state.n_steps is not None or learn.fit_state.eval_every: row['step'] = learn.step  # (rows within an epoch)
-        elif not learn.fit_state.train_done: row['epoch'] = f"{learn.epoch + 1} (step {learn.step})"  # (a validation asked for mid-epoch)
+        elif not (test or learn.fit_state.train_done): row['epoch'] = f"{learn.epoch + 1} (step {learn.step})"  # (a validation asked for mid-epoch)
         histories = learn.storage.histories()
         losses = training_losses(histories)  # (the learner's `train/loss`, or a loop's own)
         for name in losses:
@@ -295,9 +296,10 @@ class ProgressCallback(Callback):
         if learn.dls.valid is not None:  # the validation's columns exist from the first row, even before it runs
             row['valid_loss'] = None
             for m in learn.metrics: row[m.name] = None
+        split = 'test/' if test else 'valid/'
         for name, h in histories.items():
-            if name.startswith('valid/'):
-                row[name.replace('/', '_', 1) if name == 'valid/loss' else name[len('valid/'):]] = (
+            if name.startswith(split):
+                row['valid_loss' if name == f'{split}loss' else name[len(split):]] = (
                     h.latest() if h.count > self._marks.get(name, 0) else None)
         self._marks = {name: h.count for name, h in histories.items()}
         row['time'] = None
