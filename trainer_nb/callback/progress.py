@@ -239,6 +239,7 @@ class ProgressCallback(Callback):
         learn = self.learn
         if self.mbar is None or not learn.in_fit: return
         _close(self.vbar)
+        self.vbar = None  # (closed: `after_fit` would close it again, and a text bar print its caption under the table)
         self.write_row()
         if learn.training: self.mbar.add_child(self.pbar)  # a validation inside the train phase: back to training
 
