@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from .core import Callback
+from ..core import add_note
 from ..files import atomic_save, atomic_write
 from ..parts import predictions
 
@@ -128,7 +129,14 @@ def predict(learn, item) -> torch.Tensor:
     def batched(x): return x.unsqueeze(0) if isinstance(x, torch.Tensor) else x
     if isinstance(item, Mapping): batch = {k: batched(v) for k, v in item.items()}
     else: batch = tuple(map(batched, item if isinstance(item, (tuple, list)) else (item,)))
-    preds, _ = get_preds(learn, [batch])
+    try: preds, _ = get_preds(learn, [batch])
+    except Exception as e:  # (an item that is a batch of one already, as a tokenizer's return_tensors='pt' gives)
+        leading_one = [v for v in (item.values() if isinstance(item, Mapping) else batch) if isinstance(v, torch.Tensor)
+                       and v.ndim and v.shape[0] == 1]
+        if leading_one: add_note(e, "(predict adds the batch dimension to the item, and its tensors have a first "
+                                    "dimension of 1 already: a batch of one? Pass the item without it (a tokenizer's "
+                                    "output: {k: v[0] for k, v in enc.items()}), or the batch to learn.get_preds([batch]).)")
+        raise
     return preds[0]
 
 # %% ../../nbs/15_callback.outputs.ipynb #52ad964c
