@@ -181,8 +181,8 @@ class FitRun:
     def _before_validation(self, error: BaseException) -> bool:
         "Whether `error` came from a validation's batches or metrics (a metric's bug), in one process: the fit stands before that validation."
         learn = self.learn  # (its training is at a boundary, which the validation changes nothing of: `resume` runs it again)
-        return (isinstance(error, Exception) and learn.stop_point.valid_rng is not None and self.state.stop_reason is None
-                and learn.comm.world_size == 1 and not self.half_done)
+        return (isinstance(error, Exception) and learn.stop_point.valid_rng is not None and not learn.training
+                and self.state.stop_reason is None and learn.comm.world_size == 1 and not self.half_done)
 
     # ---- epochs of training batches; between two batches, due validations, the controls and stops
     def _epochs(self):

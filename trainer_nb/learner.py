@@ -278,7 +278,9 @@ class Learner:
         "One validate phase over `dl`, with its events: its results (`valid_results` as it ends), None if a callback cancelled it."
         self.set_mode(False, dl)
         kept, self.split, self.valid_results = self.valid_results, split, None
-        try: self.callbacks.phase('validate', self._valid_batches, CancelValidException)
+        try:
+            self.callbacks.phase('validate', self._valid_batches, CancelValidException)
+            self.stop_point.valid_rng = None  # (ended, or cancelled by a callback: nothing to run again)
         finally:
             self.split, results = 'train', self.valid_results
             if split != 'valid': self.valid_results = kept  # (a test pass or `get_preds` leaves the last validation's)
