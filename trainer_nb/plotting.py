@@ -39,7 +39,7 @@ def is_bookkeeping(name: str) -> bool:
 
 # every loss logged (the learner's two first, then a loss part's or a loop's own), the validation's and test's other
 # numbers, every learning rate (the learner's `lr`, or a loop's own: `lr_g`, `lr/head`, `opt_d/lr`), and what else you log
-DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss', '*loss*'], 'metrics': ['valid/*', 'val_*', 'val/*', 'test/*'],
+DEFAULT_PANELS = {'losses': ['train/loss', 'valid/loss', '*loss*'], 'metrics': [f'{p}*' for p in VALIDATION_PREFIXES],
                   'lr': LR_PATTERNS, 'other': ['*']}
 
 def _matches(name: str, pattern: str) -> bool:
@@ -361,6 +361,7 @@ class LiveFigure:
         if notes: self.fig.text((_LEFT if layout else 0.15) / (w * n), notes_h / 2 / height, '      '.join(notes),
                                 fontsize=9, va='center')
         self.background = None  # the last full redraw, curves aside (restored by each blit); None: nothing drawn yet
+        self.named: list[bool] | None = None  # which curves had points at that redraw (its legend names them)
 
     def reset(self):
         "Start again from empty axes (for another fit)."
@@ -404,7 +405,9 @@ class LiveFigure:
         "Draw the curves (and the background when `full`), and return the figure as PNG bytes."
         for lines, (_, names, _) in zip(self.lines, self.layout):
             for line, name in zip(lines, names): line.set_data(*(curves[name].points() if name in curves else ([], [])))
-        if full or self.background is None:
+        named = [len(line.get_xdata()) > 0 for lines in self.lines for line in lines]  # (the curves a legend names)
+        if full or self.background is None or named != self.named:  # (a curve's first points: named, on a full redraw)
+            self.named = named
             for ax, lines, (_, names, _) in zip(self.axes, self.lines, self.layout): _set_legend(ax, lines, names)
             self.canvas.draw()  # everything but the animated curves
             self.background = self.canvas.copy_from_bbox(self.fig.bbox)
