@@ -51,8 +51,8 @@ class Loop:
         if not self.learn.in_fit:  # (the writers and displays have closed, or not opened: it would reach no file)
             raise RuntimeError(f"loop.log({', '.join(scalars)}) was called with the loop not running (it has ended, "
                                "or not started), so nothing would write it: log inside the `for`, at the step the "
-                               "numbers belong to. A number of the last step (a final validation) goes in the body's "
-                               "last turn: `if loop.step + 1 == n_steps: ...`.")
+                               "numbers belong to (a number of the last step, such as a final evaluation, in the body's "
+                               "last turn).")
         storage = self.learn.storage
         for name, value in scalars.items():
             hint = smoothing_hint if smoothing_hint is not None else is_smoothed(name)

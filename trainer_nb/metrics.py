@@ -148,7 +148,10 @@ class ValidationTally:
         "One batch: its loss, weighted by `n`, and the metrics' updates."
         if loss is not None: self.loss_sum, self.count = self.loss_sum + loss.detach() * n, self.count + n
         if not self.metrics: return
-        if pred is None or not targets:
+        if pred is None:
+            raise ValueError("Metrics need predictions, and this validation batch has none: a train_step that computes "
+                             "its own loss must return 'pred' (and 'target') for the metrics.")
+        if not targets:
             raise ValueError("Metrics need predictions and targets, and this validation batch has no target: a tuple "
                              "batch ends with its target; a dict batch has it under the key that "
                              "Learner(target_key=...) names, 'labels' by default (is it named otherwise, 'label'?); or "

@@ -37,6 +37,14 @@ def check_run_folder(path) -> Path:
                                  "checkpoints and plots. Pass a folder (made if needed), e.g. path='runs/exp1'.")
     return path
 
+def _real(x) -> float | None:
+    "`x` as a float if it is one real number: an int or float, a numpy number or 0-d array, a one-element tensor; not a bool."
+    if isinstance(x, (bool, str)): return None
+    if isinstance(x, numbers.Real): return float(x)
+    size = x.numel() if isinstance(x, torch.Tensor) else getattr(x, 'size', None)  # (numpy's size: its element count)
+    if size != 1 or any(k in str(getattr(x, 'dtype', 'none')) for k in ('bool', 'complex', 'none')): return None
+    return float(x)
+
 def check_lr(lr) -> float:
     "`lr` as a float, if it is a finite number >= 0 (0 freezes the weights but still runs the loop); a numpy or one-element tensor too."
     if isinstance(lr, slice):
@@ -44,8 +52,7 @@ def check_lr(lr) -> float:
                          "lrs) is not taken; give the parameter groups their own lr in opt_func, e.g. opt_func=lambda "
                          "params, lr: torch.optim.AdamW([{'params': body.parameters(), 'lr': lr / 10}, "
                          "{'params': head.parameters()}], lr=lr).")
-    number = isinstance(lr, numbers.Real) or isinstance(lr, torch.Tensor) and lr.numel() == 1 and not lr.is_complex()
-    value = float(lr) if number and not isinstance(lr, bool) else None
+    value = _real(lr)
     if value is None or not 0 <= value < float('inf'):
         raise ValueError(f"lr must be a finite number >= 0, got {lr!r}.")
     return value

@@ -131,8 +131,8 @@ def predict(learn, item) -> torch.Tensor:
     else: batch = tuple(map(batched, item if isinstance(item, (tuple, list)) else (item,)))
     try: preds, _ = get_preds(learn, [batch])
     except Exception as e:  # (an item that is a batch of one already, as a tokenizer's return_tensors='pt' gives)
-        leading_one = [v for v in (item.values() if isinstance(item, Mapping) else batch) if isinstance(v, torch.Tensor)
-                       and v.ndim and v.shape[0] == 1]
+        given = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else (item,)
+        leading_one = [v for v in given if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == 1]
         if leading_one: add_note(e, "(predict adds the batch dimension to the item, and its tensors have a first "
                                     "dimension of 1 already: a batch of one? Pass the item without it (a tokenizer's "
                                     "output: {k: v[0] for k, v in enc.items()}), or the batch to learn.get_preds([batch]).)")

@@ -294,7 +294,7 @@ class ProgressCallback(Callback):
             train = histories.get(name)
             new = min(train.count - self._marks.get(name, 0), len(train)) if train is not None else 0
             row['train_loss' if name == 'train/loss' else name] = train.avg(new) if new > 0 else None  # (the mean since the last row)
-        if learn.dls.valid is not None:  # the validation's columns exist from the first row, even before it runs
+        if learn.dls.valid is not None or learn.dls.test is not None:  # the validation's (and test's) columns, from the first row
             row['valid_loss'] = None
             for m in learn.metrics: row[m.name] = None
         split = 'test/' if test else 'valid/'
