@@ -107,7 +107,7 @@ def move_learner(learn, # the learner, between two fits
         raise RuntimeError(f"learn.to(...) moves the learner of one process, and this one trains with "
                            f"{learn.comm.world_size}, each on its own GPU. To free them, save a checkpoint "
                            "(learn.save('last')) and end the processes; a new launch loads it and resumes.")
-    old, new = learn.device, check_device(device) or default_device()
+    old, new = learn.device, check_device(device, train=False) or default_device()
     before = dict(learn.model.named_parameters())
     learn.model.to(new)  # (in place between the CPU and a GPU: the parameters stay the objects the optimizer holds)
     renew_params(learn.opt, {id(before[n]): p for n, p in learn.model.named_parameters() if p is not before[n]})

@@ -57,7 +57,9 @@ def check_lr(lr) -> float:
         raise ValueError(f"lr must be a finite number >= 0, got {lr!r}.")
     return value
 
-def check_device(device) -> torch.device | None:
+def check_device(device,
+                 train: bool = True, # a device to train on (False: one to move to, where 'meta' frees the weights' memory)
+                ) -> torch.device | None:
     "`device` as a `torch.device` (None: the best available), if torch knows it and this machine has it."
     if device is None: return None
     try: device = torch.device(device)
@@ -70,7 +72,7 @@ def check_device(device) -> torch.device | None:
     if device.type == 'mps' and not torch.backends.mps.is_available():
         raise ValueError(f"device='mps', but torch sees no Apple GPU here (MPS): pass device=None (the best available) "
                          "or 'cpu'.")
-    if device.type == 'meta':
+    if device.type == 'meta' and train:
         raise ValueError("device='meta' holds no data: the model moved there would lose its weights. Train on a real "
                          "device (device=None: the best available); a model made on the meta device is materialised "
                          "first (model.to_empty(device=...), then initialised or loaded).")
