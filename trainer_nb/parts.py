@@ -39,11 +39,9 @@ def check_run_folder(path) -> Path:
 
 def _real(x) -> float | None:
     "`x` as a float if it is one real number: an int or float, a numpy number or 0-d array, a one-element tensor; not a bool."
-    if isinstance(x, (bool, str)): return None
-    if isinstance(x, numbers.Real): return float(x)
     size = x.numel() if isinstance(x, torch.Tensor) else getattr(x, 'size', None)  # (numpy's size: its element count)
-    if size != 1 or any(k in str(getattr(x, 'dtype', 'none')) for k in ('bool', 'complex', 'none')): return None
-    return float(x)
+    if size == 1 and hasattr(x, 'item'): x = x.item()  # (a tensor's or numpy's one number, as Python's own)
+    return float(x) if isinstance(x, numbers.Real) and not isinstance(x, bool) else None
 
 def check_lr(lr) -> float:
     "`lr` as a float, if it is a finite number >= 0 (0 freezes the weights but still runs the loop); a numpy or one-element tensor too."
