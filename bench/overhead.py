@@ -14,6 +14,10 @@ The same tiny MLP (32 -> 64 -> 10, batch 64, AdamW) is trained for 2000 steps, o
                `TerminateOnNaN`: a typical set of the training toolkit; compared with
   - `hand_toolkit`: the hand-written loop doing the same by hand (torch's OneCycleLR, clip_grad_norm_, a check
                of the loss), so that the ratio shows the toolkit's overhead, not the work it does;
+  - `hand_5pct`: the hand loop plus, after each step, pure Python work (attribute reads and writes, as a callback's
+               handler does) calibrated at the start of the run to 5% of the hand loop's step, each timed alone: a
+               ruler for the run. Where it reads about 1.05x, the run's clock can tell 5%; where it reads far from
+               that, the run cannot judge a 1.05x criterion either way (the machine's load moved too much);
   - `loop`:    `learn.loop` with the default callbacks, the body doing by hand what the Learner's step does (forward,
                loss, backward, step, zero_grad, and `loop.log` of the loss, as the Recorder logs it): a loop you
                write, against `hand` and, in the same rounds, against `default` (`fit`).
@@ -79,7 +83,8 @@ def make_model():
     return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
-def hand(dl, steps, out, model=None, opt_func=torch.optim.AdamW, loss_func=nn.functional.cross_entropy):
+def hand(dl, steps, out, model=None, opt_func=torch.optim.AdamW, loss_func=nn.functional.cross_entropy,
+         each_step=None):
     model = make_model() if model is None else model
     opt = opt_func(model.parameters(), lr=1e-3)
     model.train()
@@ -90,9 +95,35 @@ def hand(dl, steps, out, model=None, opt_func=torch.optim.AdamW, loss_func=nn.fu
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if each_step is not None: each_step()
             done += 1
             if done == steps: break
     return model
+
+
+class _Handler:
+    "What a callback's handler touches: a few attributes of its own and of another object."
+    def __init__(self): self.training, self.step, self.every, self.seen = True, 0, 20, 0
+
+
+def python_work(calls: int, h=_Handler()):
+    "`calls` times a callback-like handler's Python work (reads, a test, a write): the ruler's load."
+    for _ in range(calls):
+        if h.training and h.step % h.every == 0: h.seen += 1
+        h.step += 1
+
+
+RULER = {'calls': 0, 'share': 0.05}  # python_work's calls a step in `hand_5pct`, set by `calibrate_ruler`
+
+
+def calibrate_ruler(dl, out, share: float = 0.05, repeats: int = 5):
+    "Set `hand_5pct`'s load to `share` of the hand loop's step: both timed here, alone (medians of `repeats`)."
+    step_s = statistics.median(timed('hand', dl, 400, out) for _ in range(repeats)) / 400
+    def unit_s():
+        t = time.perf_counter()
+        python_work(20000)
+        return (time.perf_counter() - t) / 20000
+    RULER.update(calls=max(1, round(share * step_s / statistics.median(unit_s() for _ in range(repeats)))), share=share)
 
 
 def hand_toolkit(dl, steps, out):
@@ -158,9 +189,10 @@ VARIANTS = {
     'toolkit': lambda dl, steps, out: learner(dl, steps, out, True, toolkit=True),
     'hand_toolkit': lambda dl, steps, out: hand_toolkit(dl, steps, out),
     'loop': own_loop,
+    'hand_5pct': lambda dl, steps, out: hand(dl, steps, out, each_step=lambda: python_work(RULER['calls'])),
 }
 BASELINE = {'default': 'hand', 'default_no_plot': 'hand', 'default_no_record': 'hand', 'quiet': 'hand', 'bare': 'hand', 'toolkit': 'hand_toolkit', 'hand': 'hand', 'hand_toolkit': 'hand_toolkit',
-            'loop': 'hand'}
+            'loop': 'hand', 'hand_5pct': 'hand'}
 
 
 def make_bert():
@@ -287,6 +319,7 @@ def main():
     times = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as out:
         for n in names: timed(n, dl, 200, out)  # warm-up
+        calibrate_ruler(dl, out)
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for n in order: times[n].append(timed(n, dl, args.steps, out))
@@ -301,6 +334,9 @@ def main():
         ratios = [t / h for t, h in zip(times[n], times[base])]
         print(f"| {n} | {statistics.median(times[n]):.3f} | {base} | {statistics.median(ratios):.3f}x | "
               f"{memory[n] / 2**20:.2f} |")
+    print(f"\nhand_5pct: the hand loop plus {RULER['calls']} calls a step of pure Python work, calibrated to "
+          f"{RULER['share']:.0%} of its step: this run's ruler (about {1 + RULER['share']:.2f}x where the clock can tell "
+          f"{RULER['share']:.0%})")
     loop_vs_fit = statistics.median(t / d for t, d in zip(times['loop'], times['default']))
     print(f"\nloop against default (fit), in the same rounds: {loop_vs_fit:.3f}x")
     print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
