@@ -36,7 +36,8 @@ STEPS_PER_EPOCH = 23  # 1438 training images in batches of 64
 
 
 def holds(limits, bounds, log):
-    "Whether axes of `limits` [x0, x1, y0, y1] show all of a panel's data (`bounds`: x0, x1, y0, y1, smallest y > 0)."
+    "Whether axes of `limits` [x0, x1, y0, y1] show all of a panel's data (`bounds`: x0, x1, y0, y1, smallest y > 0; None: none yet)."
+    if bounds is None: return True  # (the metrics panel before the first validation: nothing to hold)
     x0, x1, y0, y1 = limits
     return x0 <= bounds[0] and bounds[1] <= x1 and y0 <= (bounds[4] if log else bounds[2]) and bounds[3] <= y1
 

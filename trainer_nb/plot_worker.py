@@ -76,7 +76,7 @@ class FrameDrawer:
 
     def draw(self, snap: dict) -> tuple[bytes, dict]:
         "The PNG of a snapshot, and what was drawn: `{'kind': 'new'|'full'|'blit'|'final', 'limits': [[x0, x1, y0, y1], ...]}`."
-        from trainer_nb.plotting import LiveFigure
+        from trainer_nb.figure import LiveFigure
         key = (snap['layout'], snap['notes'], snap['panel_size'], snap['dpi'], snap['references'])
         bounds, kind, final = snap['bounds'], 'blit', snap.get('final', False)
         if self.figure is None or key != self.key:

@@ -20,7 +20,8 @@ from .callback.tracker import auto_mode
 from .core import in_notebook
 from .files import atomic_write
 from .display import frontend, table_attrs
-from .plotting import is_smoothed, plot_png
+from .figure import plot_png
+from .plotting import is_smoothed
 from .writers import as_number, metrics_series, read_metrics
 
 # %% auto #0

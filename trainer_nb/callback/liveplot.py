@@ -16,12 +16,14 @@ from .core import Callback
 from ..files import atomic_write
 from ..core import import_in_background, time_left, warn_at_caller
 from ..display import frontend, output_area
-from ..plotting import LiveFigure, PlotData, is_smoothed
+from ..figure import LiveFigure
+from ..plotting import PlotData, is_smoothed
 from ..plot_worker import encode_snapshot, shared_worker, snapshot
 from ..writers import metrics_series, read_metrics
 
 # %% auto #0
-__all__ = ['DrawBudget', 'LivePlot', 'choose_frame', 'check_compare', 'run_series', 'run_labels', 'LivePlotCallback']
+__all__ = ['DrawBudget', 'LivePlot', 'choose_frame', 'check_compare', 'validation_names', 'run_series', 'run_labels',
+           'LivePlotCallback']
 
 # %% ../../nbs/11_callback.liveplot.ipynb #1710b96f
 class DrawBudget:
@@ -245,6 +247,10 @@ def check_compare(compare, # a run folder, or a list of them
                                     "fit (its Learner's path=), e.g. compare='runs/baseline'.")
     return [str(folder) for folder in folders]
 
+def validation_names(learn) -> list[str]:
+    "The names that a fit's validations will log (`valid/loss`, `valid/accuracy`): none without a validation set."
+    return ['valid/loss'] + [f'valid/{m.name}' for m in learn.metrics] if learn.dls.valid is not None else []
+
 def run_series(folder) -> dict:
     "The scalars of the run in `folder`, from its metrics.json (a last line still being written left out)."
     return metrics_series(read_metrics(Path(folder) / 'metrics.json', partial=True))
@@ -302,6 +308,7 @@ class LivePlotCallback(Callback):
         where = frontend()  # 'jupyter', 'marimo' or None (see `trainer_nb.display`)
         live = where is not None if self.notebook is None else self.notebook
         self.plot.start(live, x_end)
+        if live: self.plot.data.expect(validation_names(self.learn))  # (their panel from the first frame: no jump at the first validation)
         self.plot.area = output_area(where or 'jupyter') if live else None  # (made here, on the loop's thread)
         folders = self.compare + [f for f in state.plan.get('compare', []) if f not in self.compare]
         runs = {label: run_series(f) for label, f in zip(run_labels(folders), folders)}
@@ -319,6 +326,7 @@ class LivePlotCallback(Callback):
         if self.learn.in_fit and self.clock() >= self.budget.next_t: self._tick()
 
     def after_fit(self):
+        self.plot.data.expect(())  # the final figure: the panels that have points (a fit may end before its first validation)
         t, warm = self.clock(), _matplotlib_imported()
         png = self._final_from_process() if self._worker is not None else None
         if png is None: png = self.plot.final(self.learn.storage, completed=self.learn.stop_reason == 'completed')
