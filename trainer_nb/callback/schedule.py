@@ -19,6 +19,7 @@ from ..data import resumable_batches
 from ..display import frontend, output_area, png_html
 from ..events import EventStorage
 from ..parts import refuse_nested, set_lr
+from ..fit import check_fit_length
 from ..state import rng_states, set_rng_states
 
 # %% auto #0
@@ -149,6 +150,7 @@ def fit_one_cycle(learn, n_epochs: int | None = None, lr_max: float | None = Non
                   moms: tuple | None = (0.95, 0.85, 0.95), cbs=None,
                   compare=None, time_limit=None, resume: str | None = None):
     "Train with the 1cycle policy: warm the lr up from `lr_max/div` to `lr_max`, then anneal it to `lr_max/div_final`."
+    check_fit_length(n_epochs, n_steps, eval_every, method='fit_one_cycle')  # (the error names what was called)
     lr_max = _check_positive(learn.lr if lr_max is None else lr_max, 'lr_max')
     sched = one_cycle_scheduler(lr_max, _check_positive(div, 'div'), _check_positive(div_final, 'div_final'),
                                 _check_pct(pct_start, 'pct_start'), None if moms is None else [float(m) for m in moms])
@@ -159,6 +161,7 @@ def fit_flat_cos(learn, n_epochs: int | None = None, lr: float | None = None, *,
                  eval_every: int | None = None, pct_start: float = 0.75, div_final: float = 1e5, cbs=None,
                  compare=None, time_limit=None, resume: str | None = None):
     "Train at a flat `lr` for `pct_start` of the fit, then anneal it with a cosine to `lr/div_final`."
+    check_fit_length(n_epochs, n_steps, eval_every, method='fit_flat_cos')
     sched = flat_cos_scheduler(_check_positive(learn.lr if lr is None else lr, 'lr'), _check_pct(pct_start, 'pct_start'),
                                _check_positive(div_final, 'div_final'))
     learn.fit(n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=[sched, *as_callback_list(cbs)],
@@ -168,6 +171,7 @@ def fit_warmup_cos(learn, n_epochs: int | None = None, lr: float | None = None, 
                    eval_every: int | None = None, warmup_pct: float = 0.05, div_final: float = 1e5, cbs=None,
                    compare=None, time_limit=None, resume: str | None = None):
     "Warm the lr up linearly from 0 to `lr` over `warmup_pct` of the fit, then anneal it with a cosine."
+    check_fit_length(n_epochs, n_steps, eval_every, method='fit_warmup_cos')
     sched = warmup_cos_scheduler(_check_positive(learn.lr if lr is None else lr, 'lr'),
                                  _check_pct(warmup_pct, 'warmup_pct'), _check_positive(div_final, 'div_final'))
     learn.fit(n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=[sched, *as_callback_list(cbs)],
