@@ -174,8 +174,8 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
 
 # %% ../../nbs/10_callback.progress.ipynb #6a3ddcd5
 def training_losses(names) -> list[str]:
-    "The training losses among the scalar `names` (e.g. `learn.storage.histories()`): the learner's `train/loss` first, then the others as logged."
-    found = [n for n in names if 'loss' in n and 'loss_scale' not in n and not is_validation(n)]
+    "The training losses among the scalar `names` (e.g. `learn.storage.histories()`): the learner's `train/loss` first, then the others as logged (its parts, `train/...`, too)."
+    found = [n for n in names if (n.startswith('train/') or 'loss' in n) and 'loss_scale' not in n and not is_validation(n)]
     return sorted(found, key=lambda n: n != 'train/loss')  # (a stable sort: the others keep the order they were first logged in)
 
 # %% ../../nbs/10_callback.progress.ipynb #ed3df989
