@@ -177,6 +177,10 @@ def _process_times(comm) -> str:
     return (f"{comm.world_size} processes: slowest {slow * 1e3:,.0f} ms/step (process {slow_rank}), "
             f"fastest {fast * 1e3:,.0f} ms (process {fast_rank})")
 
+def _said_by(control: str | None, checkpoint: str) -> bool:
+    "Whether the last control's words name the last checkpoint (a Save now: 'saved last.pth at step 40'), which then goes without saying."
+    return control is not None and control.startswith(f"saved {checkpoint.split(' (step ')[0]} ")
+
 def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
     "Step, epoch, time left, throughput and memory (of a GPU of `gpu_total_mb`), last checkpoint and control, in HTML."
     state = learn.fit_state
@@ -188,8 +192,10 @@ def status_line(learn, t0: float, gpu_total_mb: float | None = None) -> str:
     if left is not None: parts.append(f"ETA {format_seconds(left)}")
     parts += _perf_parts(learn.storage.histories(), gpu_total_mb)
     if getattr(learn.comm, 'step_times', None): parts.append(_process_times(learn.comm))
-    if learn.last_checkpoint is not None: parts.append(f"last checkpoint {learn.last_checkpoint}")
-    if learn.controls.last: parts.append(f"<b>{learn.controls.last}</b>")
+    control = learn.controls.last
+    if learn.last_checkpoint is not None and not _said_by(control, learn.last_checkpoint):
+        parts.append(f"last checkpoint {learn.last_checkpoint}")
+    if control: parts.append(f"<b>{control}</b>")
     limit = getattr(learn, 'time_limit', None)  # (a `TimeLimit`: fit(..., time_limit=...))
     if limit is not None: parts.append(f"{format_seconds(max(limit.left(), 0))} to the time limit")
     return ' &middot; '.join(parts)
