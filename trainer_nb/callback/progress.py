@@ -10,6 +10,7 @@ import sys
 import time
 
 from .core import Callback
+from ..data import loader_len
 from ..display import frontend, output_area, table_attrs
 from ..plotting import is_validation
 from ..state import epoch_label, fit_status
@@ -173,6 +174,15 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
     return mbar
 
 # %% ../../nbs/10_callback.progress.ipynb #6a3ddcd5
+def _time_left_since(mbar, start: float):
+    "Make the master bar's time left that of a fit resumed at `start` epochs: the pace since then, over the epochs left."
+    if not start or isinstance(mbar, _LinesMasterBar): return  # (a new fit; or plain lines, no bar)
+    bar = mbar.main_bar  # (fastprogress's reckons from epoch 0, which a resumed fit did not run now)
+    if bar.last_v is None: return  # (the bar has ended)
+    done, elapsed = bar.last_v - start, bar.last_t - bar.start_t
+    bar.pred_t = elapsed + elapsed / done * (bar.total - bar.last_v) if done > 0 else None  # (None: '?', until an epoch ends)
+    bar.update_bar(bar.last_v)
+
 def training_losses(names) -> list[str]:
     "The training losses among the scalar `names` (e.g. `learn.storage.histories()`): the learner's `train/loss` first, then the others as logged (its parts, `train/...`, too)."
     found = [n for n in names if (n.startswith('train/') or 'loss' in n) and 'loss_scale' not in n and not is_validation(n)]
@@ -193,13 +203,17 @@ class ProgressCallback(Callback):
         self.mbar = self.pbar = self.vbar = None
         self.columns: list[str] | None = None
         self._marks, self._row_elapsed = {}, 0.  # (each history's count at the last row; an unfinished row's time)
+        self._resumed_at = 0.  # (the epochs a resumed fit had done, in part too: the master bar's time left counts from there)
 
     def before_fit(self):
         learn = self.learn
         n = learn.n_epochs or 1
         self.mbar = _master_bar(n, self.bars, self.notebook)
         self.mbar.update(0)
+        state = learn.fit_state  # (resumed: the epochs done, and the part of this one)
+        self._resumed_at = min(learn.epoch + state.epoch_iter / max(loader_len(learn.dls.train) or 1, 1), n)
         if learn.epoch: self.mbar.update(min(learn.epoch, n))
+        _time_left_since(self.mbar, self._resumed_at)
         self._comment_t, self._bar_t = 0., 0.
         self._start_rows()
 
@@ -246,6 +260,7 @@ class ProgressCallback(Callback):
     def after_epoch(self):
         if self._rows_in_epoch == 0: self.write_row()
         self.mbar.update(min(self.learn.epoch + 1, self.mbar.main_bar.total))
+        _time_left_since(self.mbar, self._resumed_at)
 
     def after_fit(self):
         if self.mbar is None: return
