@@ -56,6 +56,10 @@ class _HTMLBar:
         self.last_v, self._t_last = val, now
         if self.parent is not None: self.parent.show()
 
+    def count_from(self, value: float):
+        "Reckon the rate from `value` at the bar's start (a resumed fit's epochs bar: the epochs done, and the part of the one it resumed in)."
+        self._v0, self._t0, self._fresh = value, self._began, False
+
     def text(self) -> str:
         "What the bar says after it, as fastprogress does: '52.17% [12/23 00:01<00:01 0.4312]'."
         val, total, now = self.last_v or 0, self.total, time.perf_counter()
@@ -177,8 +181,9 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
 def _time_left_since(mbar, start: float):
     "Make the master bar's time left that of a fit resumed at `start` epochs: the pace since then, over the epochs left."
     if not start or isinstance(mbar, _LinesMasterBar): return  # (a new fit; or plain lines, no bar)
-    bar = mbar.main_bar  # (fastprogress's reckons from epoch 0, which a resumed fit did not run now)
-    if bar.last_v is None: return  # (the bar has ended)
+    bar = mbar.main_bar
+    if isinstance(bar, _HTMLBar): return bar.count_from(start)  # (the notebook's: from the epoch it resumed in, else)
+    if bar.last_v is None: return  # (fastprogress's text bar reckons from epoch 0; or it has ended)
     done, elapsed = bar.last_v - start, bar.last_t - bar.start_t
     bar.pred_t = elapsed + elapsed / done * (bar.total - bar.last_v) if done > 0 else None  # (None: '?', until an epoch ends)
     bar.update_bar(bar.last_v)
