@@ -182,7 +182,7 @@ def _time_left_since(mbar, start: float):
     "Make the master bar's time left that of a fit resumed at `start` epochs: the pace since then, over the epochs left."
     if not start or isinstance(mbar, _LinesMasterBar): return  # (a new fit; or plain lines, no bar)
     bar = mbar.main_bar
-    if isinstance(bar, _HTMLBar): return bar.count_from(start)  # (the notebook's: from the epoch it resumed in, else)
+    if isinstance(bar, _HTMLBar): return bar.count_from(start)  # (the notebook's bar: its rate from there)
     if bar.last_v is None: return  # (fastprogress's text bar reckons from epoch 0; or it has ended)
     done, elapsed = bar.last_v - start, bar.last_t - bar.start_t
     bar.pred_t = elapsed + elapsed / done * (bar.total - bar.last_v) if done > 0 else None  # (None: '?', until an epoch ends)
@@ -215,8 +215,9 @@ class ProgressCallback(Callback):
         n = learn.n_epochs or 1
         self.mbar = _master_bar(n, self.bars, self.notebook)
         self.mbar.update(0)
-        state = learn.fit_state  # (resumed: the epochs done, and the part of this one)
-        self._resumed_at = min(learn.epoch + state.epoch_iter / max(loader_len(learn.dls.train) or 1, 1), n)
+        batches = loader_len(learn.dls.train)  # (None: a loader of unknown length, whose part of an epoch is not known)
+        part = learn.fit_state.epoch_iter / batches if batches else 0.
+        self._resumed_at = min(learn.epoch + part, n)  # (a resumed fit's epochs done, and the part of this one)
         if learn.epoch: self.mbar.update(min(learn.epoch, n))
         _time_left_since(self.mbar, self._resumed_at)
         self._comment_t, self._bar_t = 0., 0.
