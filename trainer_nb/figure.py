@@ -180,9 +180,9 @@ class LiveFigure:
                    grow: bool = True, # leave room where the curves are going (False: just the data, at the end)
                   ):
         "Fit the axes to the data: x the same on every panel, with room to grow; y with margins."
-        placed = [b for b in bounds if b is not None]
-        if not placed: return
-        x0, x1 = min(b[0] for b in placed), max(b[1] for b in placed)
+        known = [b for b in bounds if b is not None]
+        if not known: return
+        x0, x1 = min(b[0] for b in known), max(b[1] for b in known)
         x1, data_x1 = x0 + max((x1 - x0) * room, 1), x1
         if x_end is not None: x1 = min(x1, max(x_end, data_x1))
         for i, (ax, b, (_, _, log)) in enumerate(zip(self.axes, bounds, self.layout)):
