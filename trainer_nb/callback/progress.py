@@ -180,10 +180,10 @@ def _master_bar(n: int, bars: bool | None, notebook: bool | None):
 # %% ../../nbs/10_callback.progress.ipynb #6a3ddcd5
 def _time_left_since(mbar, start: float):
     "Make the master bar's time left that of a fit resumed at `start` epochs: the pace since then, over the epochs left."
-    if not start or isinstance(mbar, _LinesMasterBar): return  # (a new fit; or plain lines, no bar)
+    if isinstance(mbar, _LinesMasterBar): return  # (plain lines: no bar)
     bar = mbar.main_bar
-    if isinstance(bar, _HTMLBar): return bar.count_from(start)  # (the notebook's bar: its rate from there)
-    if bar.last_v is None: return  # (fastprogress's text bar reckons from epoch 0; or it has ended)
+    if isinstance(bar, _HTMLBar): return bar.count_from(start)  # (the notebook's bar: its rate from there, 0 for a new fit)
+    if not start or bar.last_v is None: return  # (fastprogress's text bar reckons from epoch 0, as a new fit does; or it has ended)
     done, elapsed = bar.last_v - start, bar.last_t - bar.start_t
     bar.pred_t = elapsed + elapsed / done * (bar.total - bar.last_v) if done > 0 else None  # (None: '?', until an epoch ends)
     bar.update_bar(bar.last_v)
