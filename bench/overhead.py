@@ -106,8 +106,12 @@ class _Handler:
     def __init__(self): self.training, self.step, self.every, self.seen = True, 0, 20, 0
 
 
-def python_work(calls: int, h=_Handler()):
+_HANDLER = _Handler()
+
+
+def python_work(calls: int):
     "`calls` times a callback-like handler's Python work (reads, a test, a write): the ruler's load."
+    h = _HANDLER
     for _ in range(calls):
         if h.training and h.step % h.every == 0: h.seen += 1
         h.step += 1

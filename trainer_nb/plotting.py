@@ -215,11 +215,11 @@ class PlotData:
         self.layout, self.notes, drawn = [], [], False
         for title, names in self.assigned.items():
             shown = [n for n in names if self._has_points(n)]
-            waiting = [n for n in names if n in self.expected and n not in shown]
+            kept = [n for n in names if n in shown or n in self.expected]  # (with the names still to come)
             drawn = drawn or bool(shown)
-            if shown and not waiting and all(n in self.curves and self.curves[n].flat for n in shown):
+            if shown and kept == shown and all(n in self.curves and self.curves[n].flat for n in shown):
                 self.notes.append(_note(shown, self.curves))
-            elif shown or waiting: self.layout.append((title, [n for n in names if n in shown or n in waiting], title in self.log))
+            elif kept: self.layout.append((title, kept, title in self.log))
         return drawn
 
     def _has_points(self, name: str) -> bool:
