@@ -15,8 +15,11 @@ import torch
 __all__ = ['atomic_write', 'atomic_save', 'remove_stale_temps', 'check_writable']
 
 # %% ../nbs/00a_files.ipynb #5038700f
-def atomic_write(path: str | Path, write) -> Path:
-    "Write a file atomically: `write(f)` into a temp file beside `path`, fsync, then a rename over `path`."
+def atomic_write(path: str | Path, # the file to write
+                 write, # `write(f)` writes the contents to `f`, a binary file
+                 durable: bool = True, # fsync the file and its folder (False: atomic, not guarded against a power cut)
+                ) -> Path:
+    "Write a file atomically: `write(f)` into a temp file beside `path`, fsync (if `durable`), then a rename over `path`."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
@@ -26,7 +29,7 @@ def atomic_write(path: str | Path, write) -> Path:
             out = _KeepsWriteError(f)
             write(out)
             f.flush()
-            os.fsync(f.fileno())
+            if durable: os.fsync(f.fileno())
         os.replace(tmp, path)
     except Exception as e:
         tmp.unlink(missing_ok=True)
@@ -36,7 +39,7 @@ def atomic_write(path: str | Path, write) -> Path:
     except BaseException:  # KeyboardInterrupt: the temp file goes, the previous file stays
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    if durable: _fsync_dir(path.parent)
     return path
 
 class _KeepsWriteError:

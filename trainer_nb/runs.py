@@ -239,7 +239,7 @@ def plot_runs(runs, # the `Runs` to draw
         logged = sorted({k for r in runs.runs for row in r.rows for k in row if k != 'iter'})
         raise ValueError(f"No run has a curve of {', '.join(names)} in its metrics.json. Their scalars: "
                          f"{', '.join(logged) or 'none'}.")
-    if path is not None: atomic_write(path, lambda f: f.write(png))
+    if path is not None: atomic_write(path, lambda f: f.write(png), durable=False)  # (a figure: no fsync)
     return PNG(png)
 
 # %% ../nbs/18_runs.ipynb #9e3d2df8

@@ -331,7 +331,8 @@ class LivePlotCallback(Callback):
         png = self._final_from_process() if self._worker is not None else None
         if png is None: png = self.plot.final(self.learn.storage, completed=self.learn.stop_reason == 'completed')
         else: warm = False  # (its cost is the drawing process's, and the wait: not an estimate for this process)
-        if png is not None and self.fname is not None: atomic_write(Path(self.learn.path) / self.fname, lambda f: f.write(png))
+        if png is not None and self.fname is not None:  # (a figure: atomic, without a checkpoint's fsyncs)
+            atomic_write(Path(self.learn.path) / self.fname, lambda f: f.write(png), durable=False)
         final = self.clock() - t
         if png is not None and warm: self.costs['final'] = final  # (a cold one also paid the import)
         self.stats = _frame_stats(self.frames, self._first_batch, self.budget, final, self.clock(), self.frame_log)

@@ -247,7 +247,7 @@ def write_entry(folder: Path, # the run folder
     if entry['id'] in ids: entries[ids.index(entry['id'])] = entry
     else: entries.append(entry)
     text = json.dumps({'format': RUN_FORMAT, 'entries': entries}, indent=1, allow_nan=False) + '\n'
-    return atomic_write(path, lambda f: f.write(text.encode('utf-8')))
+    return atomic_write(path, lambda f: f.write(text.encode('utf-8')), durable=False)  # (a record, not a checkpoint: no fsync)
 
 # %% ../../nbs/17_callback.run_record.ipynb #aaadb026
 def now() -> str:
