@@ -20,9 +20,10 @@ def _():
     STEP_DELAY = float(os.environ.get('TRAINER_NB_STEP_DELAY', '0.03'))
     RUN_DIR = os.environ.get('TRAINER_NB_RUN_DIR', 'runs/marimo')
 
-    def make_learner(path):
+    def make_learner(path, delay=STEP_DELAY):
         torch.manual_seed(0)
-        slow = LambdaCallback(before_batch=lambda l: l.training and time.sleep(STEP_DELAY))
+        # slowed while it is watched and interrupted; its resume, and the fit never stopped, run at full speed
+        slow = LambdaCallback(before_batch=lambda l: l.training and l.fit_kind == 'fit' and time.sleep(delay))
         return Learner(digits_model(), digits_dls(bs=32), torch.nn.functional.cross_entropy, lr=3e-3,
                        metrics=[accuracy], path=path, cbs=[slow])
 
@@ -57,7 +58,7 @@ def _(mo):
 def _(EPOCHS, RUN_DIR, digest, learn, make_learner, mo, resume):
     mo.stop(not resume.value)  # only a click runs this cell: a re-run of the learner's cell does not resume by itself
     learn.resume()
-    straight = make_learner(RUN_DIR + '-straight')  # the same fit, never stopped: the weights must be the same
+    straight = make_learner(RUN_DIR + '-straight', delay=0)  # the same fit, never stopped: the weights must be the same
     straight.fit(EPOCHS)
     mo.output.append(mo.md(f"RESUMED stop_reason={learn.stop_reason} step={learn.step} "
                            f"same_weights={digest(learn) == digest(straight)}"))
