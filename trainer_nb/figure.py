@@ -87,9 +87,10 @@ def _style_panel(ax, title: str, names: list[str], log: bool, references: dict |
         ax.yaxis.set_major_formatter(_plain_log_formatter())
         ax.yaxis.set_minor_formatter(_plain_log_formatter())
     else:
-        ax.yaxis.set_major_locator(MaxNLocator(5))
-        # an lr of 0.0005 as 5 under a "1e-4" at the top: long labels such as 0.00050 would run into the y label
-        ax.ticklabel_format(axis='y', style='sci', scilimits=(-2, 4), useMathText=True)
+        ax.yaxis.set_major_locator(MaxNLocator(5, steps=[1, 2, 2.5, 5, 10]))  # (round ticks: 0.1001, not 0.10006)
+        # an lr of 0.0005 as 5 under a "1e-4" at the top: long labels such as 0.00050 would run into the y label; but
+        # never an offset added to the labels (an lr of 1e-3 then 1.0001e-3 read -1.25 ... 0.25 "x1e-7 + 1.0001e-3")
+        ax.ticklabel_format(axis='y', style='sci', scilimits=(-2, 4), useMathText=True, useOffset=False)
     if references: _draw_references(ax, names, references)
     return [ax.plot([], [], label=name, animated=True, lw=1.5, marker='o' if is_validation(name) else None,
                     ms=3, zorder=2)[0] for name in names]  # (the legend is set at each full redraw: `_set_legend`)
@@ -104,11 +105,14 @@ def _png(canvas, compress_level: int = 1) -> bytes:
     return out.getvalue()
 
 # %% ../nbs/11c_figure.ipynb #af252c7e
+_MIN_SPAN = 5e-3  # a linear axis's margins: 8% of its range, or of this part of its values if more (labels of a few digits)
+
 def _span(lo: float, hi: float, log: bool, grow_down: bool = False, grow_up: bool = False) -> tuple[float, float]:
     "Axis limits around [lo, hi]: margins of 8% of the range, more where the data are going (a factor of 2 on a log axis)."
     if log: lo, hi = math.log10(lo), math.log10(hi)
     span = hi - lo
     if span == 0: span = 1. if log else (abs(hi) or 1.)  # a flat curve
+    elif not log: span = max(span, _MIN_SPAN * max(abs(lo), abs(hi)))  # (a nearly flat one: see below)
     grow = max(0.3 * span, 0.3) if log else 0.3 * span  # log: at least 0.3 decades, a loss halving
     lo, hi = lo - (grow if grow_down else 0.08 * span), hi + (grow if grow_up else 0.08 * span)
     return (10 ** lo, 10 ** hi) if log else (lo, hi)
