@@ -91,6 +91,21 @@ def _takes_preds_and_targets(func) -> bool:
     except ValueError: return True
     return True
 
+def _sklearn_message(func) -> str:
+    "Why a scikit-learn metric function cannot be a metric here, and what to use."
+    name = _func_name(func)
+    return (f"metrics got sklearn.metrics.{name}, which takes a whole set's targets first and its predictions second "
+            f"(y_true, ...): the learner calls a metric function on each validation batch, as f(preds, targets), and "
+            f"averages the results by batch size, which is not {name} of the set. Use an object that adds up the set, "
+            f"such as torchmetrics' {_TORCHMETRICS.get(name, 'metric of the same name')} (pip install torchmetrics); "
+            f"or, for a metric that is a mean over samples, a function f(preds, targets) of one batch.")
+
+_TORCHMETRICS = {'f1_score': 'MulticlassF1Score(num_classes=...)', 'accuracy_score': 'MulticlassAccuracy(num_classes=...)',
+                 'roc_auc_score': 'BinaryAUROC() or MulticlassAUROC(num_classes=...)',
+                 'precision_score': 'MulticlassPrecision(num_classes=...)', 'recall_score': 'MulticlassRecall(num_classes=...)',
+                 'matthews_corrcoef': 'MulticlassMatthewsCorrCoef(num_classes=...)', 'r2_score': 'R2Score()',
+                 'mean_absolute_error': 'MeanAbsoluteError()', 'mean_squared_error': 'MeanSquaredError()'}
+
 def as_metric(m) -> Metric:
     "Turn `m` into a `Metric`, or say clearly why it cannot be one."
     if isinstance(m, Metric): return m
@@ -101,6 +116,7 @@ def as_metric(m) -> Metric:
                         "metrics one by one in the list: metrics=[MulticlassAccuracy(...), MulticlassF1Score(...)], "
                         "or metrics=list(collection.values()).")
     if all(callable(getattr(m, a, None)) for a in ('reset', 'update', 'compute')): return ObjectMetric(m)
+    if (getattr(m, '__module__', None) or '').startswith('sklearn.'): raise TypeError(_sklearn_message(m))
     if callable(m):
         if _takes_preds_and_targets(m): return AvgMetric(m)
         raise TypeError(f"metric {_func_name(m)}{inspect.signature(m)} cannot be called as f(preds, targets); "
