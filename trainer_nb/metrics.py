@@ -91,6 +91,11 @@ def _takes_preds_and_targets(func) -> bool:
     except ValueError: return True
     return True
 
+def _from_sklearn(func) -> bool:
+    "Whether `func` (or the function a `partial` wraps) is one of scikit-learn's."
+    if isinstance(func, functools.partial): func = func.func
+    return (getattr(func, '__module__', None) or '').startswith('sklearn.')
+
 def _sklearn_message(func) -> str:
     "Why a scikit-learn metric function cannot be a metric here, and what to use."
     name = _func_name(func)
@@ -116,7 +121,7 @@ def as_metric(m) -> Metric:
                         "metrics one by one in the list: metrics=[MulticlassAccuracy(...), MulticlassF1Score(...)], "
                         "or metrics=list(collection.values()).")
     if all(callable(getattr(m, a, None)) for a in ('reset', 'update', 'compute')): return ObjectMetric(m)
-    if (getattr(m, '__module__', None) or '').startswith('sklearn.'): raise TypeError(_sklearn_message(m))
+    if _from_sklearn(m): raise TypeError(_sklearn_message(m))
     if callable(m):
         if _takes_preds_and_targets(m): return AvgMetric(m)
         raise TypeError(f"metric {_func_name(m)}{inspect.signature(m)} cannot be called as f(preds, targets); "
