@@ -346,7 +346,7 @@ def main():
     print(f"\nimport torch: {torch_s:.3f} s; import trainer_nb.all after torch: {ours_s * 1000:.1f} ms")
     with tempfile.TemporaryDirectory() as out: per_fit, batch_events = run_record_cost(dl, out)
     print(f"RunRecord: {per_fit * 1000:.1f} ms a fit (before_fit and after_fit back to back: run.json written twice, "
-          f"and git's answer waited for, which a fit's steps hide: git runs in a thread), "
+          f"and git asked at the start, waited for), "
           f"{per_fit / args.steps * 1e6:.1f} us a step of a {args.steps}-step fit at most; handlers of batch events: "
           f"{batch_events or 'none'}")
     if not args.bert_steps: return

@@ -13,7 +13,6 @@ import numbers
 import os
 import platform
 import subprocess
-import threading
 import uuid
 from pathlib import Path
 
@@ -31,9 +30,8 @@ from ..files import atomic_write
 # %% auto #0
 __all__ = ['SKIP', 'RUN_FILE', 'METRICS_FILE', 'RUN_FORMAT', 'plain', 'plain_items', 'count_params', 'model_info', 'loader_info',
            'func_name', 'callback_settings', 'callbacks_settings', 'torch_scheduler_info', 'schedule_info', 'seeds',
-           'run_settings', 'git_state', 'git_state_later', 'environment', 'metric_mode', 'final_results', 'best_of',
-           'best_results', 'read_run_file', 'write_entry', 'now', 'start_entry', 'run_files', 'perf_summary',
-           'end_entry', 'RunRecord']
+           'run_settings', 'git_state', 'environment', 'metric_mode', 'final_results', 'best_of', 'best_results',
+           'read_run_file', 'write_entry', 'now', 'start_entry', 'run_files', 'perf_summary', 'end_entry', 'RunRecord']
 
 # %% ../../nbs/17_callback.run_record.ipynb #fdda4c61
 SKIP = object()  # what `plain` returns for a value that has no plain JSON form
@@ -164,18 +162,6 @@ def git_state(folder='.', # the working folder
     if commit is None or commit == '(initial)': return None  # (a checkout without a commit yet)
     return {'commit': commit, 'dirty': any(not l.startswith('#') for l in lines)}
 
-def git_state_later(folder=None, # the working folder (default: the current one, now)
-                   ):
-    "Ask `git_state` in a thread, now; the function returned waits for its answer."
-    # (git takes 5-7 ms here, 0.4% of a 2000-step fit of the tiny model in bench/overhead.py: the fit goes on meanwhile)
-    found, folder = [], folder or os.getcwd()
-    thread = threading.Thread(target=lambda: found.append(git_state(folder)), name='trainer_nb-git', daemon=True)
-    thread.start()
-    def answer() -> dict | None:
-        thread.join()
-        return found[0] if found else None
-    return answer
-
 def environment(git: dict | None = None, # the git state of the working folder (`git_state`)
                ) -> dict:
     "The versions of torch, python and trainer_nb, and the git state given."
@@ -258,7 +244,7 @@ def start_entry(learn) -> dict:
     "The entry of the fit of `learn` that starts now: its settings and environment, its end left empty."
     return {'id': uuid.uuid4().hex[:12], 'kind': learn.fit_kind or 'fit', 'start': now(),
             'end': None, 'stop_reason': None, 'step_start': learn.step, 'step_end': None, 'steps': None,
-            'settings': run_settings(learn), 'env': environment(), 'final': {}, 'best': {}, 'files': {},
+            'settings': run_settings(learn), 'env': environment(git_state()), 'final': {}, 'best': {}, 'files': {},
             'summary': {}}
 
 def run_files(learn) -> dict:
@@ -292,15 +278,12 @@ class RunRecord(Callback):
     rank0_only = True
     def __init__(self):
         self.entry: dict | None = None  # the entry of the running fit, or of the last one
-        self._git = None  # the git state, asked at the start of the fit (`git_state_later`)
 
     def before_fit(self):
-        self._git = git_state_later()
-        self.entry = start_entry(self.learn)  # (its git state is filled in at the end of the fit)
+        self.entry = start_entry(self.learn)
         write_entry(self.learn.path, self.entry)
 
     def after_fit(self):
         if self.entry is None or self.entry['end'] is not None:  # (a callback before this one failed in before_fit)
-            self._git, self.entry = git_state_later(), start_entry(self.learn)  # (not the last fit's git state)
-        self.entry['env']['git'] = self._git()
+            self.entry = start_entry(self.learn)
         write_entry(self.learn.path, end_entry(self.entry, self.learn))
