@@ -92,9 +92,16 @@ def _takes_preds_and_targets(func) -> bool:
     return True
 
 def _from_sklearn(func) -> bool:
-    "Whether `func` (or the function a `partial` wraps) is one of scikit-learn's."
+    "Whether `func` (or the function a `partial` wraps) is one of scikit-learn's metrics (`sklearn.metrics`)."
     if isinstance(func, functools.partial): func = func.func
-    return (getattr(func, '__module__', None) or '').startswith('sklearn.')
+    return (getattr(func, '__module__', None) or '').startswith('sklearn.metrics')
+
+# the torchmetrics object to name instead of a scikit-learn function (others: "metric of the same name")
+_TORCHMETRICS = {'f1_score': 'MulticlassF1Score(num_classes=...)', 'accuracy_score': 'MulticlassAccuracy(num_classes=...)',
+                 'roc_auc_score': 'BinaryAUROC() or MulticlassAUROC(num_classes=...)',
+                 'precision_score': 'MulticlassPrecision(num_classes=...)', 'recall_score': 'MulticlassRecall(num_classes=...)',
+                 'matthews_corrcoef': 'MulticlassMatthewsCorrCoef(num_classes=...)', 'r2_score': 'R2Score()',
+                 'mean_absolute_error': 'MeanAbsoluteError()', 'mean_squared_error': 'MeanSquaredError()'}
 
 def _sklearn_message(func) -> str:
     "Why a scikit-learn metric function cannot be a metric here, and what to use."
@@ -104,12 +111,6 @@ def _sklearn_message(func) -> str:
             f"averages the results by batch size, which is not {name} of the set. Use an object that adds up the set, "
             f"such as torchmetrics' {_TORCHMETRICS.get(name, 'metric of the same name')} (pip install torchmetrics); "
             f"or, for a metric that is a mean over samples, a function f(preds, targets) of one batch.")
-
-_TORCHMETRICS = {'f1_score': 'MulticlassF1Score(num_classes=...)', 'accuracy_score': 'MulticlassAccuracy(num_classes=...)',
-                 'roc_auc_score': 'BinaryAUROC() or MulticlassAUROC(num_classes=...)',
-                 'precision_score': 'MulticlassPrecision(num_classes=...)', 'recall_score': 'MulticlassRecall(num_classes=...)',
-                 'matthews_corrcoef': 'MulticlassMatthewsCorrCoef(num_classes=...)', 'r2_score': 'R2Score()',
-                 'mean_absolute_error': 'MeanAbsoluteError()', 'mean_squared_error': 'MeanSquaredError()'}
 
 def as_metric(m) -> Metric:
     "Turn `m` into a `Metric`, or say clearly why it cannot be one."
