@@ -5,7 +5,9 @@ The notebook is `tests/notebooks/marimo_fit.py`: the digits fit with the default
 it ended, and a resume cell gated by a run button. While the fit runs, its cell's output shows the status line, the
 progress bars (which move) and the live plot (which changes); when it ends, the output keeps the table with the
 outcome line under it and the final plot. In `marimo edit`, marimo's interrupt button stops the fit at a batch
-boundary ('interrupted'), and the resume button continues it to the weights of a fit never stopped.
+boundary ('interrupted'); the cell then ends stopped, keeping its output, and the cell that depends on it does not
+run (as Run All stops at an interrupted cell in Jupyter); the resume button continues the fit to the weights of a fit
+never stopped.
 
 marimo delivers no UI click to a running cell (checked here with `mo.ui.button`: the click is handled when the cell
 has ended), so the panel shows no Stop button under marimo and its line names marimo's interrupt.
@@ -32,6 +34,7 @@ from test_browser_live_view import (CHROMIUM, browser_artifacts, element_screens
 NOTEBOOK = Path(__file__).resolve().parent / 'notebooks' / 'marimo_fit.py'
 STEPS_PER_EPOCH = 45
 RESULT = re.compile(r'RESULT stop_reason=(\w+) step=(\d+)')
+ANCESTOR_STOPPED = re.compile(r"wasn't run because an ancestor was stopped")
 RESUMED = re.compile(r'RESUMED stop_reason=(\w+) step=(\d+) same_weights=(\w+)')
 
 
@@ -168,9 +171,10 @@ def test_marimo_edit_live_view_interrupt_and_exact_resume(tmp_path, artifacts):
         status = status_line(page)
         buttons = page.get_by_role('button', name='Stop').count()
         page.locator('[data-testid=interrupt-button]').click()  # marimo's stop button
-        result = wait_for(lambda: text_matching(page, RESULT), 60, 'the RESULT line')
-        wait_for(lambda: 'interrupted' in fit_output_text(page), 30, 'the outcome line under the table')
+        wait_for(lambda: 'interrupted' in fit_output_text(page), 60, 'the outcome line under the table')
+        wait_for(lambda: page.get_by_text(ANCESTOR_STOPPED).count(), 30, "marimo's note on the cell after the fit")
         time.sleep(0.5)
+        result = text_matching(page, RESULT)  # (the cell after the fit's did not run)
         page.screenshot(path=str(shots / 'marimo_edit_interrupted.png'))
         element_screenshot(page, 'img[alt=plot]', shots / 'marimo_edit_plot_final.png')
         stopped = fit_output_text(page)
@@ -185,10 +189,12 @@ def test_marimo_edit_live_view_interrupt_and_exact_resume(tmp_path, artifacts):
     assert len({tuple(b) for b in bars}) >= 3, bars[:5]
     assert status.startswith('step ') and "marimo's stop button" in status, status
     assert buttons == 0
-    # the interrupt: a stop at a batch boundary, resumable; the output keeps the table, the outcome line and the plot
-    reason, step = result.groups()
-    assert reason == 'interrupted' and 3 * STEPS_PER_EPOCH <= int(step) < 6 * STEPS_PER_EPOCH, result.group(0)
-    assert 'train_loss' in stopped and f'step {step} (interrupted); learn.resume() continues it' in stopped, stopped
+    # the interrupt: a stop at a batch boundary, resumable; the output keeps the table, the outcome line and the plot,
+    # and the cell that depends on the fit's does not run (marimo says that its ancestor was stopped)
+    outcome = re.search(r'step (\d+) \(interrupted\); learn.resume\(\) continues it', stopped)
+    assert 'train_loss' in stopped and outcome, stopped
+    assert 3 * STEPS_PER_EPOCH <= int(outcome.group(1)) < 6 * STEPS_PER_EPOCH, outcome.group(0)
+    assert result is None, result.group(0)
     assert after == {'plots': 1, 'bars': 0, 'status': 0}, after
     # the resume button: the fit completed, to the weights of the same fit never stopped
     assert resumed.groups() == ('completed', str(6 * STEPS_PER_EPOCH), 'True'), resumed.group(0)

@@ -11,10 +11,11 @@ import html
 import re
 import sys
 
-from .core import in_notebook
+from .core import CELL_ENDS, FitInterrupted, in_notebook
 
 # %% auto #0
-__all__ = ['frontend', 'marimo_mode', 'html_text', 'table_attrs', 'JupyterArea', 'png_html', 'MarimoArea', 'output_area']
+__all__ = ['MARIMO_CELL_ENDS', 'frontend', 'marimo_mode', 'html_text', 'table_attrs', 'JupyterArea', 'png_html', 'MarimoArea',
+           'output_area', 'interrupted_cell_end']
 
 # %% ../nbs/09_display.ipynb #a18ffcd7
 def frontend() -> str | None:
@@ -119,3 +120,22 @@ def output_area(where: str | None = None, # 'jupyter' or 'marimo' (default: `fro
     if where == 'jupyter': return JupyterArea()
     if where == 'marimo': return MarimoArea()
     return None
+
+# %% ../nbs/09_display.ipynb #e1087628
+MARIMO_CELL_ENDS = "The cell ends stopped, so that the cells that depend on it do not run."  # (marimo's words for `CELL_ENDS`)
+
+def interrupted_cell_end(interrupt: FitInterrupted, # what a Jupyter cell ends with (`trainer_nb.fit.interrupted_cell`)
+                         where: str | None, # the frontend: 'jupyter', 'marimo' or None (`frontend()`)
+                        ) -> BaseException | None:
+    "What the cell of a fit that a person interrupted ends with in `where`, so that the cells after it do not run: None in a script."
+    if where == 'jupyter': return interrupt
+    if where != 'marimo': return None
+    import marimo as mo
+    print(str(interrupt).replace(CELL_ENDS, MARIMO_CELL_ENDS), flush=True)  # (marimo's console, under the cell's output)
+    return mo.MarimoStopError(_cell_output(_marimo_context()))  # (its output: what the fit showed in the cell)
+
+def _cell_output(context):
+    "What the running marimo cell shows now, its output's items stacked (`mo.vstack`); None where it cannot be read."
+    try: return context.execution_context.output.stack()  # (private: checked with marimo 0.25)
+    except Exception: return None
+

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from .callback.core import (CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
-from .core import (AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, add_note, in_notebook,
-                             is_whole, stop_message)
+from .core import (AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, add_note, is_whole,
+                             stop_message)
+from .display import frontend, interrupted_cell_end
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .parts import batch_size, check_forward, nan_guard_for
 from .state import RESUMABLE_STOPS, FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
@@ -132,7 +133,7 @@ class FitRun:
                 learn.in_fit = False
                 learn.set_mode(False, None)
                 learn.set_batch(None)
-        if interrupts.count and in_notebook(): self._end_cell(interrupted_cell(learn))  # (■ in Jupyter: Run All stops)
+        if interrupts.count: self._end_cell(interrupted_cell(learn))  # (■ in Jupyter: Run All stops; marimo: its dependents)
 
     def _fit(self):
         "`before_fit`, the epochs, a test evaluation, then always `after_fit`; the error, if any, is raised last."
@@ -152,10 +153,11 @@ class FitRun:
         else: self._end(None)
 
     def _end_cell(self, interrupt: FitInterrupted):
-        "End the Jupyter cell with `interrupt`: at once in one process; with `distribute`, once all have answered (`Workers`)."
-        learn = self.learn
-        if learn.comm.world_size == 1: raise interrupt
-        if learn.workers is not None: learn.workers.interrupt = interrupt  # (raised by the call: the others return first)
+        "End the notebook cell as `interrupt` says (`interrupted_cell_end`): at once in one process; with `distribute`, once all have answered (`Workers`)."
+        learn, end = self.learn, interrupted_cell_end(interrupt, frontend())
+        if end is None: return  # (a script: the fit returns, and the script decides what follows)
+        if learn.comm.world_size == 1: raise end
+        if learn.workers is not None: learn.workers.interrupt = end  # (raised by the call: the others return first)
         # (the processes of `launch` go on with their function together: its cell ends as it would outside a kernel)
 
     def _stopped(self, reason: str, at_boundary: bool = False):
@@ -175,7 +177,8 @@ class FitRun:
         failures = self.learn.callbacks.run_all('after_fit')  # KeyboardInterrupt too: the others still close their files
         if error is None and failures:
             if not end_cut_short(self.learn, failures): self._stopped(stop_reason_of(failures[0]))
-            elif in_notebook(): raise interrupted_cell(self.learn, cut_short=True) from None  # (one line: no traceback)
+            elif (end := interrupted_cell_end(interrupted_cell(self.learn, cut_short=True), frontend())) is not None:
+                raise end from None  # (Jupyter: one line, no traceback; marimo: the cell's output stays)
         if error is not None or failures: raise first_error(error, failures)
 
     def _before_validation(self, error: BaseException) -> bool:

@@ -146,7 +146,7 @@ class Workers:
         self.busy = False  # a call is running (a call within it, as `lr_find`'s fit, runs here only)
         self.procs, self.conns, self.logs, self.results = [], [], [], []
         self.learn = None  # process 0's learner, for a `distribute` run
-        self.interrupt = None  # a `FitInterrupted` of the running call's fit (Jupyter's ■): raised once all have answered
+        self.interrupt = None  # what the cell of the running call's fit ends with (■: `interrupted_cell_end`), raised once all have answered
         self.threads, self.saved_env = torch.get_num_threads(), {k: os.environ.get(k) for k in _ENV_KEYS}
         self.excepthook = sys.excepthook  # (init_process_group wraps it to prefix '[rank0]: ', once more each time)
         share = max(1, self.threads // nprocs)  # each process gets its share of the cores
@@ -199,7 +199,7 @@ class Workers:
                 raise
             self.results = self._replies(time.monotonic() + self.timeout, f'in {self._what(kind, fn)}')
             interrupt, self.interrupt = self.interrupt, None
-            if interrupt is not None: raise interrupt  # (■ in Jupyter stopped this call's fit in every process cleanly)
+            if interrupt is not None: raise interrupt  # (■ in Jupyter or marimo stopped this call's fit in every process cleanly)
             return result
         except FitInterrupted: raise  # (the workers go on: `learn.resume()` continues the fit in every process)
         except KeyboardInterrupt:

@@ -69,12 +69,14 @@ def weights(model: nn.Module) -> dict:
 
 # %% ../nbs/02a_testing.ipynb #c3a6607c
 @contextmanager
-def in_kernel(answer: bool = True):
-    "Within the block, a fit takes itself to run in a Jupyter kernel (`answer` True) or not, whatever runs the code."
-    import trainer_nb.fit  # (what decides it: `in_notebook` as the fit module sees it)
-    real, trainer_nb.fit.in_notebook = trainer_nb.fit.in_notebook, lambda: answer
+def in_kernel(answer: bool | str = True, # True: a Jupyter kernel; False: none (a script); or a frontend: 'marimo'
+             ):
+    "Within the block, a fit takes itself to run in a notebook's kernel (Jupyter's, or `answer`'s) or in none, whatever runs the code."
+    import trainer_nb.fit  # (what decides it: `frontend` as the fit module sees it)
+    where = 'jupyter' if answer is True else None if answer is False else answer
+    real, trainer_nb.fit.frontend = trainer_nb.fit.frontend, lambda: where
     try: yield
-    finally: trainer_nb.fit.in_notebook = real
+    finally: trainer_nb.fit.frontend = real
 
 # %% ../nbs/02a_testing.ipynb #e809c930
 class TokenData(torch.utils.data.Dataset):

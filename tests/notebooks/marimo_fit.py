@@ -1,6 +1,7 @@
 # The marimo notebook that tests/test_browser_marimo.py runs in `marimo edit` and `marimo run` (headless Chromium).
 # It trains the digits MLP with the default live view (panel's status line, progress bars and table, live plot),
-# then reports how the fit ended. A resume cell, gated by a run button, continues a stopped fit when clicked, and
+# then reports how the fit ended (a cell that depends on the fit's, so it does not run when the fit is interrupted:
+# marimo's stop button ends the fit's cell stopped). A resume cell, gated by a run button, continues a stopped fit when clicked, and
 # never by itself when the learner's cell re-runs (marimo re-runs the cells that use `learn`). Settings come from the
 # environment: TRAINER_NB_EPOCHS, TRAINER_NB_STEP_DELAY, TRAINER_NB_RUN_DIR.
 import marimo
