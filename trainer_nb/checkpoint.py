@@ -19,6 +19,7 @@ import torch
 from .callback.core import DISPLAY_CALLBACKS
 from .core import warn_at_caller
 from .data import is_stateful
+from .parts import add_unfrozen
 from .files import _fsync_dir, atomic_save
 from .saved_state import (CheckpointError, check_frozen, check_optimizer_state, check_state_keys, frozen_keys,
                                     load_checkpoint, load_model_state, load_optimizer_state, model_state, plain_key,
@@ -106,6 +107,7 @@ def not_a_checkpoint(state, # what the file held, without a 'model' entry
 
 def restore_learner(learn, state: dict, weights_only_model: bool = False):
     "Restore a `state_dict` (all of it is checked first); with `weights_only_model=True`, only the model's weights."
+    if not weights_only_model: add_unfrozen(learn.opt, learn.raw_model)  # (the group a fit adds: see `add_unfrozen`)
     check_learner_state(learn, state, weights_only_model)
     load_model_state(learn.raw_model, state['model'], keep=state.get('frozen') or ())
     if weights_only_model: return

@@ -121,7 +121,7 @@ def output_area(where: str | None = None, # 'jupyter' or 'marimo' (default: `fro
     if where == 'marimo': return MarimoArea()
     return None
 
-# %% ../nbs/09_display.ipynb #e1087628
+# %% ../nbs/09_display.ipynb #e380f109
 MARIMO_CELL_ENDS = "The cell ends stopped, so that the cells that depend on it do not run."  # (marimo's words for `CELL_ENDS`)
 
 def interrupted_cell_end(interrupt: FitInterrupted, # what a Jupyter cell ends with (`trainer_nb.fit.interrupted_cell`)

@@ -14,7 +14,7 @@ from .core import (AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupte
                              stop_message)
 from .display import frontend, interrupted_cell_end
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
-from .parts import batch_size, check_forward, nan_guard_for
+from .parts import add_unfrozen, batch_size, check_forward, nan_guard_for, unfrozen_note
 from .state import RESUMABLE_STOPS, FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
 
 # %% auto #0
@@ -122,6 +122,7 @@ class FitRun:
         learn.fit_state, learn.stop_point.fit_cbs = state, self.cbs
         state.resumed_after = state.fit_steps if self.resumed else None  # (what the end line counts since)
         start_state(state, learn.comm.world_size, learn.dls.train)  # (a resumed fit may come from other processes)
+        if state.plan.get('method') != 'loop': self._add_unfrozen()  # (a loop you write steps its own optimizers)
         learn.controls.start_fit()
         guard = nan_guard_for(learn.nan_guard, learn.opt, learn.device, learn.comm.world_size)
         interrupts = DeferredInterrupt(learn.request_stop, interrupt_message(learn, self.cbs))  # (a first one: a stop)
@@ -151,6 +152,12 @@ class FitRun:
                 learn.test_results = learn.validation(learn.dls.test, split='test')
         except BaseException as e: self._end(e)
         else: self._end(None)
+
+    def _add_unfrozen(self):
+        "Parameters unfrozen since the optimizer was made train too: added to it, with a line that says so (`add_unfrozen`)."
+        learn = self.learn
+        n = add_unfrozen(learn.opt, learn.raw_model)
+        if n and learn.rank == 0: print(unfrozen_note(n), flush=True)
 
     def _end_cell(self, interrupt: FitInterrupted):
         "End the notebook cell as `interrupt` says (`interrupted_cell_end`): at once in one process; with `distribute`, once all have answered (`Workers`)."

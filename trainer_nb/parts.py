@@ -19,11 +19,11 @@ from .core import BatchMessage, add_note, find_bs, unwrap_model
 
 # %% auto #0
 __all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'check_lr', 'check_device',
-           'check_parts', 'check_forward', 'compiled', 'check_target_key', 'make_optimizer', 'check_metrics_loaders',
-           'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'takes_args', 'batch_size', 'check_loss',
-           'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note',
-           'predictions', 'describe_output', 'set_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message',
-           'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
+           'check_parts', 'check_forward', 'compiled', 'check_target_key', 'make_optimizer', 'add_unfrozen',
+           'unfrozen_note', 'check_metrics_loaders', 'refuse_nested', 'split_batch', 'call_model', 'takes_keys',
+           'takes_args', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field',
+           'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'set_lr', 'scaled_step',
+           'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -151,6 +151,22 @@ def make_optimizer(opt_func, model: nn.Module, lr: float, device: torch.device |
         raise TypeError(f"opt_func(params, lr=...) returned {type(opt).__name__}, not a torch optimizer. It must "
                         "return one, e.g. opt_func=torch.optim.SGD or lambda params, lr: SGD(params, lr, momentum=0.9).")
     return opt
+
+# %% ../nbs/03d_parts.ipynb #03c22278
+def add_unfrozen(opt: torch.optim.Optimizer, # the learner's optimizer
+                 model: nn.Module, # its model
+                ) -> int:
+    "Add the parameters of `model` that train now but that `opt` lacks (frozen when it was made) as a new group with the first group's settings; how many."
+    known = {id(p) for group in opt.param_groups for p in group['params']}
+    new = [p for p in model.parameters() if p.requires_grad and id(p) not in known]
+    if new: opt.add_param_group({**{k: v for k, v in opt.param_groups[0].items() if k != 'params'}, 'params': new})
+    return len(new)
+
+def unfrozen_note(n: int) -> str:
+    "The line a fit prints when it added `n` unfrozen parameters to the optimizer (`add_unfrozen`)."
+    return (f"trainer_nb: {n} parameter tensor{'s' if n > 1 else ''} that train now (requires_grad=True) were frozen "
+            "when the optimizer was made: added to it as a new parameter group, with the settings of the first.")
+
 
 # %% ../nbs/03d_parts.ipynb #f7a1d816
 def check_metrics_loaders(metrics: list, dls):

@@ -161,8 +161,10 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
     groups = saved.get('param_groups') if isinstance(saved, dict) else None
     if not isinstance(groups, list) or len(groups) != len(opt.param_groups):
         n = len(groups) if isinstance(groups, list) else 'no'
+        unfrozen = (" (A fit adds a group for the parameters unfrozen after the learner was made: unfreeze the "
+                    "same ones, requires_grad_(True), then load.)" if isinstance(groups, list) and n > len(opt.param_groups) else '')
         raise CheckpointError(f"The checkpoint's optimizer has {n} parameter groups, this one has "
-                              f"{len(opt.param_groups)}. {fix}")
+                              f"{len(opt.param_groups)}. {fix}{unfrozen}")
     for i, (group, s) in enumerate(zip(opt.param_groups, groups)):
         if len(group['params']) != len(s['params']):
             raise CheckpointError(f"Parameter group {i} of the checkpoint's optimizer has {len(s['params'])} "
