@@ -18,12 +18,13 @@ from torch import nn
 from .core import BatchMessage, add_note, find_bs, unwrap_model
 
 # %% auto #0
-__all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'check_lr', 'check_device',
-           'check_parts', 'check_forward', 'compiled', 'check_target_key', 'make_optimizer', 'add_unfrozen',
-           'unfrozen_note', 'check_metrics_loaders', 'refuse_nested', 'split_batch', 'call_model', 'takes_keys',
-           'takes_args', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field',
-           'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'set_lr', 'scaled_step',
-           'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
+__all__ = ['COMPILE_DEFAULTS', 'FUSED_ON_CUDA', 'LR_SCALE', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder',
+           'slice_message', 'check_lr', 'check_device', 'check_parts', 'check_forward', 'compiled', 'check_target_key',
+           'make_optimizer', 'add_unfrozen', 'unfrozen_note', 'check_metrics_loaders', 'refuse_nested', 'split_batch',
+           'call_model', 'takes_keys', 'takes_args', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars',
+           'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'set_lr',
+           'fit_lr', 'scaled_step', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard',
+           'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -43,13 +44,18 @@ def _real(x) -> float | None:
     if size == 1 and hasattr(x, 'item'): x = x.item()  # (a tensor's or numpy's one number, as Python's own)
     return float(x) if isinstance(x, numbers.Real) and not isinstance(x, bool) else None
 
+def slice_message(name: str, # the argument: 'lr', 'lr_max'
+                  value: slice, # what it got
+                 ) -> str:
+    "Why a slice of learning rates (fastai's discriminative lrs) is refused, and what to pass instead."
+    return (f"{name}={value!r}: a slice of learning rates across the model's layers (fastai's discriminative lrs) is "
+            "not taken; give the parameter groups their own lr in opt_func, e.g. opt_func=lambda params, lr: "
+            "torch.optim.AdamW([{'params': body.parameters(), 'lr': lr / 10}, {'params': head.parameters()}], lr=lr): "
+            f"each group then keeps its ratio to the {name} you give.")
+
 def check_lr(lr) -> float:
     "`lr` as a float, if it is a finite number >= 0 (0 freezes the weights but still runs the loop); a numpy or one-element tensor too."
-    if isinstance(lr, slice):
-        raise ValueError(f"lr={lr!r}: a slice of learning rates across the model's layers (fastai's discriminative "
-                         "lrs) is not taken; give the parameter groups their own lr in opt_func, e.g. opt_func=lambda "
-                         "params, lr: torch.optim.AdamW([{'params': body.parameters(), 'lr': lr / 10}, "
-                         "{'params': head.parameters()}], lr=lr).")
+    if isinstance(lr, slice): raise ValueError(slice_message('lr', lr))
     value = _real(lr)
     if value is None or not 0 <= value < float('inf'):
         raise ValueError(f"lr must be a finite number >= 0, got {lr!r}.")
@@ -136,6 +142,7 @@ def check_target_key(target_key) -> str | None:
 
 # %% ../nbs/03d_parts.ipynb #8e742cb4
 FUSED_ON_CUDA = (torch.optim.AdamW, torch.optim.Adam)  # made with fused=True on CUDA when given as the class
+LR_SCALE = 'lr_scale'  # the key of each parameter group's lr over the optimizer's, as `opt_func` made it
 
 def make_optimizer(opt_func, model: nn.Module, lr: float, device: torch.device | None = None) -> torch.optim.Optimizer:
     "`opt_func(params, lr=lr)` over the trainable parameters of `model`, checked to be a torch optimizer."
@@ -150,6 +157,7 @@ def make_optimizer(opt_func, model: nn.Module, lr: float, device: torch.device |
     if not isinstance(opt, torch.optim.Optimizer):
         raise TypeError(f"opt_func(params, lr=...) returned {type(opt).__name__}, not a torch optimizer. It must "
                         "return one, e.g. opt_func=torch.optim.SGD or lambda params, lr: SGD(params, lr, momentum=0.9).")
+    for group in opt.param_groups: group[LR_SCALE] = group['lr'] / lr if lr else 1.  # (a group with its own lr: see below)
     return opt
 
 # %% ../nbs/03d_parts.ipynb #03c22278
@@ -326,8 +334,13 @@ def describe_output(output) -> str:
 
 # %% ../nbs/03d_parts.ipynb #9b855140
 def set_lr(opt: torch.optim.Optimizer, lr: float):
-    "Set the learning rate of every parameter group of `opt` to `lr`."
-    for group in opt.param_groups: group['lr'] = lr
+    "Set the learning rate of `opt` to `lr`: each parameter group's to `lr` times its scale (`LR_SCALE`, 1 by default)."
+    for group in opt.param_groups: group['lr'] = lr * group.get(LR_SCALE, 1.)
+
+def fit_lr(opt: torch.optim.Optimizer) -> float:
+    "The learning rate of `opt` as `set_lr` sets it: the first group's over its scale (what the Recorder logs)."
+    group = opt.param_groups[0]
+    return group['lr'] / group.get(LR_SCALE, 1.)
 
 def scaled_step(opt: torch.optim.Optimizer, scale: float):
     "An optimizer step with each group's lr times `scale`, on top of whatever set it (a schedule): for this step only."

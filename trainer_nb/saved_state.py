@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from .parts import LR_SCALE
+
 # %% auto #0
 __all__ = ['IMPLEMENTATION', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
            'load_model_state', 'fingerprint', 'saved_model_state', 'check_frozen', 'check_optimizer_state',
@@ -169,7 +171,7 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
         if len(group['params']) != len(s['params']):
             raise CheckpointError(f"Parameter group {i} of the checkpoint's optimizer has {len(s['params'])} "
                                   f"parameters, this one has {len(group['params'])}. {fix}")
-        lacks = sorted(set(group) - set(s) - _FILLED_BY_TORCH)
+        lacks = sorted(set(group) - set(s) - _FILLED_BY_TORCH - {LR_SCALE})  # (a checkpoint from before the scales)
         if lacks:
             raise CheckpointError(f"The checkpoint's optimizer is not {_a(type(opt).__name__)}: its settings lack "
                                   f"{', '.join(lacks)} (it was saved with another opt_func). {fix}")
@@ -186,7 +188,10 @@ IMPLEMENTATION = ('fused', 'foreach', 'capturable', 'differentiable')  # how an 
 def own_implementation(opt: torch.optim.Optimizer, saved_groups: list) -> list:
     "`saved_groups` (an optimizer state's `param_groups`) with `opt`'s own `IMPLEMENTATION` settings, group by group."
     own = [{k: group[k] for k in IMPLEMENTATION if k in group} for group in opt.param_groups]
-    return [{**saved_group, **settings} for saved_group, settings in zip(saved_groups, own)]
+    scales = [{LR_SCALE: group[LR_SCALE]} if LR_SCALE in group else {} for group in opt.param_groups]  # (for a
+    # checkpoint from before the groups' lr scales, which has none: this optimizer's, as its `opt_func` made them)
+    return [{**saved_group, **settings, **({} if LR_SCALE in saved_group else scale)}
+            for saved_group, scale, settings in zip(saved_groups, scales, own)]
 
 def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
     "Load `saved` (an optimizer's `state_dict`) into `opt`, keeping `opt`'s own `IMPLEMENTATION` settings."

@@ -26,6 +26,7 @@ from ..checkpoint import checkpoint_path
 from ..core import warn_at_caller
 from ..data import loader_len
 from ..files import atomic_write
+from ..parts import fit_lr
 
 # %% auto #0
 __all__ = ['SKIP', 'RUN_FILE', 'METRICS_FILE', 'RUN_FORMAT', 'plain', 'plain_items', 'count_params', 'model_info', 'loader_info',
@@ -132,7 +133,7 @@ def run_settings(learn) -> dict:
     trains = [cb for cb in learn.cbs if cb.name not in DISPLAY_CALLBACKS]
     return {'model': model_info(learn.raw_model),
             'opt': {'class': type(opt).__name__, **plain_items(opt.defaults)},
-            'lr': plain(opt.param_groups[0]['lr']),
+            'lr': plain(fit_lr(opt)),
             'schedule': schedule_info(learn.cbs),
             'fit': {'n_epochs': state.n_epochs if state.n_steps is None else None, 'n_steps': state.n_steps,
                     'eval_every': state.eval_every, 'accum_every': state.accum_every},

@@ -18,7 +18,7 @@ from ..core import CELL_ENDS, FitInterrupted, MovingAverage
 from ..data import resumable_batches
 from ..display import frontend, output_area, png_html
 from ..events import EventStorage
-from ..parts import refuse_nested, set_lr
+from ..parts import LR_SCALE, refuse_nested, set_lr, slice_message
 from ..fit import check_fit_length
 from ..state import rng_states, set_rng_states
 
@@ -74,18 +74,19 @@ def combined_cos(pct_start: float, start: float, middle: float, end: float) -> S
 
 # %% ../../nbs/07_callback.schedule.ipynb #cf622fea
 def _set_hyper(group: dict, name: str, value: float):
-    if name == 'lr': group['lr'] = value
+    if name == 'lr': group['lr'] = value * group.get(LR_SCALE, 1.)  # (a group with its own lr keeps its ratio: `parts`)
     elif name == 'wd': group['weight_decay'] = value
     elif name == 'beta2': group['betas'] = (group['betas'][0], value)
     elif name == 'mom':
         if 'betas' in group: group['betas'] = (value, group['betas'][1])
         else: group['momentum'] = value
 
+_KEYS = {'lr': ('lr',), 'wd': ('weight_decay',), 'mom': ('betas', 'momentum'), 'beta2': ('betas',)}  # (in a group)
+
 def _check_hyper(group: dict, name: str):
-    needs = {'lr': ('lr',), 'wd': ('weight_decay',), 'mom': ('betas', 'momentum'), 'beta2': ('betas',)}
-    if name not in needs: raise ValueError(f"ParamScheduler cannot set {name!r}: use 'lr', 'mom', 'beta2' or 'wd'.")
-    if not any(k in group for k in needs[name]):
-        raise ValueError(f"This optimizer has no {' or '.join(needs[name])} to schedule as {name!r}.")
+    if name not in _KEYS: raise ValueError(f"ParamScheduler cannot set {name!r}: use 'lr', 'mom', 'beta2' or 'wd'.")
+    if not any(k in group for k in _KEYS[name]):
+        raise ValueError(f"This optimizer has no {' or '.join(_KEYS[name])} to schedule as {name!r}.")
 
 class ParamScheduler(Callback):
     "Set optimizer hyper-parameters from `Schedule`s of the fit's progress, before each training batch."
@@ -96,10 +97,14 @@ class ParamScheduler(Callback):
                  scheds: dict, # hyper-parameter name ('lr', 'mom', 'wd') -> Schedule (or its phases)
                 ):
         self.scheds = {k: v if isinstance(v, Schedule) else Schedule(v) for k, v in scheds.items()}
+        self.kept = None  # each group's scheduled settings as the fit found them, put back when it is over
 
     def before_fit(self):
-        for group in self.learn.opt.param_groups:
+        groups = self.learn.opt.param_groups
+        for group in groups:
             for name in self.scheds: _check_hyper(group, name)
+        if self.kept is None:  # (not again when the same fit resumes: they are the settings from before it)
+            self.kept = [{k: group[k] for name in self.scheds for k in _KEYS[name] if k in group} for group in groups]
         self.total = self.learn.fit_state.total_steps
         if self.total is None:
             raise ValueError("ParamScheduler needs the fit's length in steps: give fit(n_steps=...), or a train "
@@ -111,13 +116,23 @@ class ParamScheduler(Callback):
             value = sched(pct)
             for group in self.learn.opt.param_groups: _set_hyper(group, name, value)
 
-    def state_dict(self) -> dict: return {'scheds': {k: s.phases for k, s in self.scheds.items()}}
-    def load_state_dict(self, state: dict): self.scheds = {k: Schedule(v) for k, v in state['scheds'].items()}
+    def after_fit(self):
+        "Once the fit is over (not a stop that `resume` continues), the settings it scheduled are put back as it found them."
+        if self.learn.fit_state.resumable or self.kept is None: return
+        for group, settings in zip(self.learn.opt.param_groups, self.kept): group.update(settings)
+        self.kept = None
+
+    def state_dict(self) -> dict: return {'scheds': {k: s.phases for k, s in self.scheds.items()}, 'kept': self.kept}
+    def load_state_dict(self, state: dict):
+        self.scheds = {k: Schedule(v) for k, v in state['scheds'].items()}
+        self.kept = state.get('kept')  # (none in a checkpoint from before they were kept)
 
     @classmethod
     def from_state_dict(cls, state: dict) -> ParamScheduler:
         "The scheduler that saved `state` (so that a fit resumed after a restart gets its schedule back)."
-        return cls(state['scheds'])
+        scheduler = cls(state['scheds'])
+        scheduler.load_state_dict(state)
+        return scheduler
 
 def one_cycle_scheduler(lr_max: float, div: float = 25., div_final: float = 1e5, pct_start: float = 0.25,
                         moms: tuple | None = (0.95, 0.85, 0.95)) -> ParamScheduler:
@@ -136,6 +151,7 @@ def warmup_cos_scheduler(lr: float, warmup_pct: float = 0.05, div_final: float =
 
 # %% ../../nbs/07_callback.schedule.ipynb #fc9ff3e1
 def _check_positive(value, name: str) -> float:
+    if isinstance(value, slice): raise ValueError(slice_message(name, value))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
     return float(value)
@@ -275,7 +291,7 @@ class LRFinder(Callback):
         if not learn.training or steps in (None, learn.fit_state.fit_steps): return
         loss = float(learn.loss.detach())
         smooth = self._avg.update(loss)
-        self.lrs.append(learn.opt.param_groups[0]['lr'])
+        self.lrs.append(self.lr_at(steps))  # (the lr of scale 1: a group with its own lr has it times its scale)
         self.losses.append(smooth)
         self._best = min(self._best, smooth)
         if self.stop_div and (smooth != smooth or smooth > 4 * self._best):
