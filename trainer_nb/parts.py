@@ -158,15 +158,17 @@ def make_optimizer(opt_func, model: nn.Module, lr: float, device: torch.device |
         raise TypeError(f"opt_func(params, lr=...) returned {type(opt).__name__}, not a torch optimizer. It must "
                         "return one, e.g. opt_func=torch.optim.SGD or lambda params, lr: SGD(params, lr, momentum=0.9).")
     for group in opt.param_groups: group[LR_SCALE] = group['lr'] / lr if lr else 1.  # (a group with its own lr: see below)
+    opt.frozen_when_made = {id(p) for p in model.parameters() if not p.requires_grad}  # (what `add_unfrozen` may add)
     return opt
 
 # %% ../nbs/03d_parts.ipynb #03c22278
 def add_unfrozen(opt: torch.optim.Optimizer, # the learner's optimizer
                  model: nn.Module, # its model
                 ) -> int:
-    "Add the parameters of `model` that train now but that `opt` lacks (frozen when it was made) as a new group with the first group's settings; how many."
+    "Add the parameters of `model` that were frozen when `make_optimizer` made `opt` and train now, as a new group with the first group's settings; how many."
+    frozen = getattr(opt, 'frozen_when_made', set())  # (an optimizer made otherwise: none, it is left as it is)
     known = {id(p) for group in opt.param_groups for p in group['params']}
-    new = [p for p in model.parameters() if p.requires_grad and id(p) not in known]
+    new = [p for p in model.parameters() if p.requires_grad and id(p) in frozen and id(p) not in known]
     if new: opt.add_param_group({**{k: v for k, v in opt.param_groups[0].items() if k != 'params'}, 'params': new})
     return len(new)
 
