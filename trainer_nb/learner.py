@@ -129,7 +129,7 @@ class Learner:
     @on_all_processes
     def fit(self,
             n_epochs: int | None = None, # train for this many epochs...
-            lr: float | None = None, # set the learning rate of every parameter group first (`fit(5, 1e-3)`, as fastai)
+            lr: float | None = None, # set the lr first, as fastai's `fit(5, 1e-3)` (each group's: `set_lr`)
             *,
             n_steps: int | None = None, # ...or for this many optimizer steps, across epoch boundaries
             eval_every: int | None = None, # validate every this many optimizer steps
