@@ -19,7 +19,7 @@ import torch
 from .callback.core import DISPLAY_CALLBACKS
 from .core import warn_at_caller
 from .data import is_stateful
-from .parts import add_unfrozen
+from .optimizer import add_unfrozen
 from .files import _fsync_dir, atomic_save
 from .saved_state import (CheckpointError, check_frozen, check_optimizer_state, check_state_keys, frozen_keys,
                                     load_checkpoint, load_model_state, load_optimizer_state, model_state, plain_key,

@@ -14,7 +14,8 @@ from .core import (AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupte
                              stop_message)
 from .display import frontend, interrupted_cell_end
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
-from .parts import add_unfrozen, batch_size, check_forward, nan_guard_for, unfrozen_note
+from .optimizer import add_unfrozen, check_optimizer_holds, unfrozen_note
+from .parts import batch_size, check_forward, nan_guard_for
 from .state import RESUMABLE_STOPS, FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
 
 # %% auto #0
@@ -117,12 +118,12 @@ class FitRun:
     def steps(self):
         "Run the fit; a fit made by `learn.loop` yields each training batch, whose step is yours (others yield nothing)."
         learn, state = self.learn, self.state
+        if state.plan.get('method') != 'loop': self._check_optimizer()  # (a loop you write steps its own optimizers)
         if not self.resumed:  # (what a stopped fit left undone is for `resume`)
             learn.stop_point, learn.controls.pending, learn.fit_kind = StopPoint(), [], 'fit'
         learn.fit_state, learn.stop_point.fit_cbs = state, self.cbs
         state.resumed_after = state.fit_steps if self.resumed else None  # (what the end line counts since)
         start_state(state, learn.comm.world_size, learn.dls.train)  # (a resumed fit may come from other processes)
-        if state.plan.get('method') != 'loop': self._add_unfrozen()  # (a loop you write steps its own optimizers)
         learn.controls.start_fit()
         guard = nan_guard_for(learn.nan_guard, learn.opt, learn.device, learn.comm.world_size)
         interrupts = DeferredInterrupt(learn.request_stop, interrupt_message(learn, self.cbs))  # (a first one: a stop)
@@ -153,9 +154,10 @@ class FitRun:
         except BaseException as e: self._end(e)
         else: self._end(None)
 
-    def _add_unfrozen(self):
-        "Parameters unfrozen since the optimizer was made train too: added to it, with a line that says so (`add_unfrozen`)."
+    def _check_optimizer(self):
+        "The optimizer holds the model's parameters (`check_optimizer_holds`), and those unfrozen since it was made, with a line that says so (`add_unfrozen`)."
         learn = self.learn
+        check_optimizer_holds(learn.opt, learn.raw_model)  # (before anything of the fit changes: `resume` still can)
         n = add_unfrozen(learn.opt, learn.raw_model)
         if n and learn.rank == 0: print(unfrozen_note(n), flush=True)
 

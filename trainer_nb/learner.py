@@ -37,10 +37,11 @@ from .loop import Loop, check_tracked, make_loop
 from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
 from .oom import CANNOT_STOP_VALIDATION, OutOfMemory
+from .optimizer import make_optimizer, scaled_step, set_lr
 from .parts import (batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
-                              check_target_key, compiled, make_optimizer, model_loss, nan_guard_for, predictions,
-                              refuse_nested, scaled_step, set_lr, split_batch, step_scalars)
+                              check_target_key, compiled, model_loss, nan_guard_for, predictions,
+                              refuse_nested, split_batch, step_scalars)
 from .fit import FitRun, check_fit_length, check_fresh_resume, check_resume_args, plan_fit
 from .state import FitState, StopPoint, check_resumable, rng_states
 

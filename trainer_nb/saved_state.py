@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .parts import LR_SCALE
+from .optimizer import LR_SCALE
 
 # %% auto #0
 __all__ = ['IMPLEMENTATION', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',

@@ -13,7 +13,7 @@ from ..core import warn_at_caller, whole_number
 from ..events import ScalarRow
 from ..files import check_writable
 from ..memory import cuda_memory, reset_cuda_peak
-from ..parts import fit_lr
+from ..optimizer import fit_lr
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
@@ -36,7 +36,7 @@ class Recorder(Callback):
     def before_batch(self):
         self._cancelled = self._stepped = False
         learn = self.learn
-        if learn.training: self._lr = fit_lr(learn.opt) * learn.controls.lr_scale  # this batch's lr (of scale 1: `parts`)
+        if learn.training: self._lr = fit_lr(learn.opt) * learn.controls.lr_scale  # this batch's lr (of scale 1: `optimizer`)
     def after_cancel_batch(self): self._cancelled = True
 
     def after_step(self): self._stepped = True  # the learner's optimizer made (or put off) this batch's step: its lr is logged

@@ -26,7 +26,7 @@ from ..checkpoint import checkpoint_path
 from ..core import warn_at_caller
 from ..data import loader_len
 from ..files import atomic_write
-from ..parts import fit_lr
+from ..optimizer import fit_lr
 
 # %% auto #0
 __all__ = ['SKIP', 'RUN_FILE', 'METRICS_FILE', 'RUN_FORMAT', 'plain', 'plain_items', 'count_params', 'model_info', 'loader_info',

@@ -18,7 +18,8 @@ from ..core import CELL_ENDS, FitInterrupted, MovingAverage
 from ..data import resumable_batches
 from ..display import frontend, output_area, png_html
 from ..events import EventStorage
-from ..parts import LR_SCALE, refuse_nested, set_lr, slice_message
+from ..optimizer import LR_SCALE, set_lr
+from ..parts import refuse_nested, slice_message
 from ..fit import check_fit_length
 from ..state import rng_states, set_rng_states
 
@@ -74,7 +75,7 @@ def combined_cos(pct_start: float, start: float, middle: float, end: float) -> S
 
 # %% ../../nbs/07_callback.schedule.ipynb #cf622fea
 def _set_hyper(group: dict, name: str, value: float):
-    if name == 'lr': group['lr'] = value * group.get(LR_SCALE, 1.)  # (a group with its own lr keeps its ratio: `parts`)
+    if name == 'lr': group['lr'] = value * group.get(LR_SCALE, 1.)  # (a group with its own lr keeps its ratio: `optimizer`)
     elif name == 'wd': group['weight_decay'] = value
     elif name == 'beta2': group['betas'] = (group['betas'][0], value)
     elif name == 'mom':
