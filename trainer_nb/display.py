@@ -138,4 +138,3 @@ def _cell_output(context):
     "What the running marimo cell shows now, its output's items stacked (`mo.vstack`); None where it cannot be read."
     try: return context.execution_context.output.stack()  # (private: checked with marimo 0.25)
     except Exception: return None
-

@@ -59,7 +59,6 @@ def unfrozen_note(n: int) -> str:
     return (f"trainer_nb: {n} parameter tensor{'s' if n > 1 else ''} that train now (requires_grad=True) were frozen "
             "when the optimizer was made: added to it as a new parameter group, with the settings of the first.")
 
-
 # %% ../nbs/03f_optimizer.ipynb #9b855140
 def set_lr(opt: torch.optim.Optimizer, lr: float):
     "Set the learning rate of `opt` to `lr`: each parameter group's to `lr` times its scale (`LR_SCALE`, 1 by default)."

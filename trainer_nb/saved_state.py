@@ -186,12 +186,12 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
 IMPLEMENTATION = ('fused', 'foreach', 'capturable', 'differentiable')  # how an optimizer computes, not what it learned
 
 def own_implementation(opt: torch.optim.Optimizer, saved_groups: list) -> list:
-    "`saved_groups` (an optimizer state's `param_groups`) with `opt`'s own `IMPLEMENTATION` settings, group by group."
-    own = [{k: group[k] for k in IMPLEMENTATION if k in group} for group in opt.param_groups]
-    scales = [{LR_SCALE: group[LR_SCALE]} if LR_SCALE in group else {} for group in opt.param_groups]  # (for a
-    # checkpoint from before the groups' lr scales, which has none: this optimizer's, as its `opt_func` made them)
-    return [{**saved_group, **settings, **({} if LR_SCALE in saved_group else scale)}
-            for saved_group, scale, settings in zip(saved_groups, scales, own)]
+    "`saved_groups` (an optimizer state's `param_groups`) with `opt`'s own `IMPLEMENTATION` settings, and its `LR_SCALE` where they lack one."
+    merged = [{**saved, **{k: group[k] for k in IMPLEMENTATION if k in group}}
+              for saved, group in zip(saved_groups, opt.param_groups)]
+    for group, saved in zip(opt.param_groups, merged):  # (a checkpoint from before the groups' lr scales has none)
+        if LR_SCALE in group: saved.setdefault(LR_SCALE, group[LR_SCALE])
+    return merged
 
 def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
     "Load `saved` (an optimizer's `state_dict`) into `opt`, keeping `opt`'s own `IMPLEMENTATION` settings."
