@@ -271,7 +271,10 @@ def test_random_combinations_resume_exactly(tmp_path, block):
     assert {'memory', 'disk'} <= set(checked) and any(c.startswith('checkpoint') for c in checked)
 
 
-TRIALS = int(os.environ.get('TRAINER_NB_TRIALS', '100'))  # the slow test's trials: 100 in CI (~30 s); 300 or more by hand
+# The slow tests' trials: 40 in one process and 30 in two in CI (their seeds are fixed, so CI runs the same ones each
+# time; the bugs they found have tests of their own: below, and in test_distributed.py); a wider sweep by hand:
+# TRAINER_NB_TRIALS=300
+TRIALS = int(os.environ.get('TRAINER_NB_TRIALS', '40'))
 
 
 @pytest.mark.slow
@@ -452,7 +455,7 @@ def test_random_combinations_in_two_processes(tmp_path):
     checkpoint taken in the middle of an accumulation that held process 0's gradients only."""
     from trainer_nb.distributed import DistributedTrainer, launch
     trials = []
-    for seed in range(60):
+    for seed in range(TRIALS * 3 // 4):
         rng = random.Random(seed)
         c = {**draw_config(rng), 'fp16': False, 'bf16': False, 'unknown_length': False, 'two_fits': False, 'look': [],
              'periodic': None, 'weighted': False}  # (what one process alone covers above, or what cannot be split)
