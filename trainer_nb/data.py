@@ -19,9 +19,9 @@ from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
 __all__ = ['STOP_SIGNALS', 'loader_len', 'gives_batches_once', 'used_up', 'check_loader', 'DataLoaders', 'as_dataloaders',
            'ResumableSampler', 'split_steps', 'count_steps', 'steps_of', 'ResumableBatches', 'resumable_batches',
            'SeededIndex', 'sample_seed', 'seed_draws', 'IgnoreStopSignals', 'SeedSamples', 'batching', 'prepare_loader',
-           'prepare_loaders', 'ShardBatches', 'shard_loader', 'shard_loaders', 'step_samples', 'step_sizes',
-           'draw_epoch_seed', 'order_generator', 'is_stateful', 'replays', 'seed_workers', 'epoch_batches',
-           'eval_batches', 'release_workers', 'timed']
+           'prepare_loaders', 'ShardBatches', 'shard_loader', 'shard_loaders', 'learner_loaders', 'step_samples',
+           'step_sizes', 'draw_epoch_seed', 'order_generator', 'is_stateful', 'replays', 'seed_workers',
+           'epoch_batches', 'eval_batches', 'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -351,6 +351,13 @@ def shard_loaders(dls: DataLoaders, rank: int, world_size: int) -> DataLoaders:
     "`shard_loader` on each loader of `dls`: this process's share of each."
     valid, test = (None if d is None else shard_loader(d, rank, world_size, train=False) for d in (dls.valid, dls.test))
     return DataLoaders(shard_loader(dls.train, rank, world_size, train=True), valid, test)
+
+def learner_loaders(dls, # what `Learner(dls=...)` takes: a `DataLoaders`, a `(train, valid)` pair, a loader
+                    comm, # the learner's processes (`learn.comm`)
+                   ) -> DataLoaders:
+    "`dls` as a learner keeps them: checked (`as_dataloaders`), prepared, and with several processes this one's share of each."
+    dls = prepare_loaders(as_dataloaders(dls))
+    return dls if comm.world_size == 1 else shard_loaders(dls, comm.rank, comm.world_size)
 
 # %% ../nbs/03a_data.ipynb #863469cf
 def step_samples(dl, local: int, world_size: int, offset: int) -> int:

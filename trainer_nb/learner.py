@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -28,7 +29,7 @@ from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state
 from .controls import Controls, check_stop_reason
 from .trackers import report_callbacks
 from .core import SingleProcess, default_device, to_device, unwrap_model
-from .data import as_dataloaders, eval_batches, prepare_loaders, timed
+from .data import DataLoaders, eval_batches, learner_loaders, timed
 from .distributed import set_comm
 from .launch import gathered_preds, on_all_processes
 from .sharded import load_sharded
@@ -84,16 +85,16 @@ class Learner:
         check_parts(model, loss_func, train_step, opt_func)
         self.device = check_device(device) or default_device()
         self.model = compiled(model.to(self.device), compile)
-        self.loss_func, self.train_step, self.opt_func = loss_func, train_step, opt_func
+        self.loss_func, self.train_step, self._opt_func = loss_func, train_step, opt_func  # (`opt_func`: see the property)
         self.target_key = check_target_key(target_key)
         self.full_checkpoints = full_checkpoints  # (else the frozen parameters are fingerprinted: chapter `checkpoint`)
-        self.dls = prepare_loaders(as_dataloaders(dls))  # (rebuilt so that the learner controls the data order)
-        self.metrics, self.path, self.nan_guard = metrics, check_run_folder(path), nan_guard  # (metrics: wrapped, see below)
-        self.lr = check_lr(lr)
+        self.comm = SingleProcess()  # the processes training together: a `Communicator` (see `DistributedTrainer`)
+        self.dls = dls  # (rebuilt so that the learner controls the data order: see the property)
+        self.metrics, self._path, self.nan_guard = metrics, check_run_folder(path), nan_guard  # (both: see the properties)
+        self._lr = check_lr(lr)  # (`lr`: see the property)
         self.opt = self.create_opt()
         self.guard = nan_guard_for(nan_guard, self.opt, self.device)  # (checked now; each fit makes its own)
         self.storage, self.fit_state, self.stop_point = EventStorage(), FitState(), StopPoint()
-        self.comm = SingleProcess()  # the processes training together: a `Communicator` (see `DistributedTrainer`)
         self.workers = None  # with `distribute`: the other processes, where the public methods run too (`Workers`)
         self.controls = Controls()  # requests from a person (widgets) or code, applied at batch boundaries
         self.callbacks = Callbacks(learn=self)
@@ -118,6 +119,43 @@ class Learner:
     @metrics.setter
     def metrics(self, metrics): self._metrics = as_metrics(metrics)  # (checked and wrapped: `metrics` chapter)
 
+    @property
+    def dls(self) -> DataLoaders:
+        "The loaders; set them as `Learner(dls=...)` takes them (`learn.dls = (train_dl, valid_dl)`), e.g. larger images for the next fit."
+        return self._dls
+    @dls.setter
+    def dls(self, dls): self._dls = learner_loaders(dls, self.comm)  # (rebuilt so that the learner controls the data order)
+
+    @property
+    def path(self) -> Path:
+        "The run folder (metrics.json, run.json, plot.png, checkpoints); set it as `Learner(path=...)` takes it: the next fit writes there."
+        return self._path
+    @path.setter
+    def path(self, path):
+        if self.in_fit: raise RuntimeError("learn.path was set while a fit is running, whose files are open in its run "
+                                           "folder: set it between fits (the next fit then writes in the new folder).")
+        self._path = check_run_folder(path)
+
+    @property
+    def lr(self) -> float:
+        "The lr of the next fits, and a schedule's peak (`fit_one_cycle`); setting it sets the optimizer's (each group's: `set_lr`)."
+        return self._lr
+    @lr.setter
+    def lr(self, lr):
+        self._lr = check_lr(lr)
+        set_lr(self.opt, self._lr)
+
+    @property
+    def opt_func(self):
+        "Makes the optimizer, `opt_func(params, lr=lr)`; setting it makes a new one, which the next fit steps (without the old one's state)."
+        return self._opt_func
+    @opt_func.setter
+    def opt_func(self, opt_func):
+        if self.in_fit: raise RuntimeError("learn.opt_func was set while a fit is running, which steps the optimizer it "
+                                           "started with: set it between fits (the next fit then makes its steps with "
+                                           "a new optimizer).")
+        self._opt_func, self.opt = opt_func, make_optimizer(opt_func, self.model, self.lr, self.device)
+
     def create_opt(self) -> torch.optim.Optimizer:
         "Make the optimizer, `opt_func(params, lr=lr)` over the trainable parameters (checked: see `make_optimizer`)."
         return make_optimizer(self.opt_func, self.model, self.lr, self.device)
@@ -130,7 +168,7 @@ class Learner:
     @on_all_processes
     def fit(self,
             n_epochs: int | None = None, # train for this many epochs...
-            lr: float | None = None, # set the lr first, as fastai's `fit(5, 1e-3)` (each group's: `set_lr`)
+            lr: float | None = None, # the lr of this fit and the next ones, as `learn.lr = lr` sets it: `fit(5, 1e-3)`
             *,
             n_steps: int | None = None, # ...or for this many optimizer steps, across epoch boundaries
             eval_every: int | None = None, # validate every this many optimizer steps
@@ -150,7 +188,7 @@ class Learner:
         cbs = as_callback_list(cbs)
         state = self.plan_fit(n_epochs, n_steps, eval_every, cbs)
         if compare is not None: state.plan['compare'] = check_compare(compare, [*self.cbs, *cbs])
-        if lr is not None: set_lr(self.opt, check_lr(lr))
+        if lr is not None: self.lr = lr  # (and the next fits': as `learn.lr = lr`)
         for _ in self.run(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
 
     @on_all_processes

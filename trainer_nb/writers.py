@@ -46,6 +46,10 @@ class EventWriter:
         self._seen.update(again)
         return True
 
+    def start_at(self, storage: EventStorage):
+        "Count every value `storage` holds now as written: the next `write` writes what comes after (a new run folder's file)."
+        self._seen = {name: history.count for name, history in storage.histories().items()}
+
     def write(self, storage: EventStorage): raise NotImplementedError
     def close(self): pass
     def state_dict(self) -> dict: return {'seen': dict(self._seen)}

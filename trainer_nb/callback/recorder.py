@@ -192,14 +192,17 @@ class WriterCallback(Callback):
                 ):
         whole_number(log_every, 'log_every')
         self.writers, self.log_every = writers, log_every
+        self._follows_path = writers is None  # the default writer, made here, writes in the fit's run folder
         self._pending_state = None
         self._written_at = None
 
     def before_fit(self):
-        if self.writers is None:
-            path = check_writable(self.learn.path) / 'metrics.json'
-            warn_if_another_run(self.learn, path)
+        path = self.learn.path / 'metrics.json'
+        if self._follows_path and (self.writers is None or self.writers[0].path != path):  # (`learn.path` was set)
+            moved = self.writers is not None
+            warn_if_another_run(self.learn, check_writable(self.learn.path) / 'metrics.json')
             self.writers = [JSONWriter(path)]
+            if moved: self.writers[0].start_at(self.learn.storage)  # (the steps before are in the old folder's file)
         if self._pending_state is not None:
             self._load_writers(self._pending_state)
             self._pending_state = None
