@@ -10,12 +10,13 @@ import contextlib
 import html
 import re
 import sys
+from pathlib import Path
 
 from .core import CELL_ENDS, FitInterrupted, in_notebook
 
 # %% auto #0
 __all__ = ['MARIMO_CELL_ENDS', 'frontend', 'marimo_mode', 'html_text', 'table_attrs', 'JupyterArea', 'png_html', 'MarimoArea',
-           'output_area', 'interrupted_cell_end']
+           'output_area', 'show_figure', 'interrupted_cell_end']
 
 # %% ../nbs/09_display.ipynb #a18ffcd7
 def frontend() -> str | None:
@@ -119,6 +120,27 @@ def output_area(where: str | None = None, # 'jupyter' or 'marimo' (default: `fro
     where = where or frontend()
     if where == 'jupyter': return JupyterArea()
     if where == 'marimo': return MarimoArea()
+    return None
+
+# %% ../nbs/09_display.ipynb #3eb4f624
+def show_figure(fig, # a matplotlib figure
+                alt: str, # what it shows, in a word (the alt text of marimo's image)
+                path=None, # where to write it outside a notebook (None: nowhere)
+                where: str | None = None, # 'jupyter', 'marimo', or None (a terminal: written to `path`)
+               ) -> bytes | None:
+    "Show `fig` in the running cell (Jupyter, marimo), or write it to `path` outside a notebook; the PNG that marimo shows."
+    if where == 'jupyter':
+        from IPython.display import display
+        display(fig)
+    elif where == 'marimo':
+        from io import BytesIO
+        out = BytesIO()
+        fig.savefig(out, format='png', dpi=100, bbox_inches='tight')
+        output_area('marimo').png(out.getvalue(), alt=alt)
+        return out.getvalue()
+    elif path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100, bbox_inches='tight')
     return None
 
 # %% ../nbs/09_display.ipynb #e380f109

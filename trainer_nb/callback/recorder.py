@@ -5,11 +5,13 @@
 # %% ../../nbs/05_callback.recorder.ipynb #b38b5a4b
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 from .core import Callback
-from ..core import warn_at_caller, whole_number
+from ..core import MovingAverage, warn_at_caller, whole_number
+from ..display import frontend, show_figure
 from ..events import ScalarRow
 from ..files import check_writable
 from ..memory import cuda_memory, reset_cuda_peak
@@ -115,6 +117,36 @@ class Recorder(Callback):
         return {'acc_loss': self._acc_loss, 'acc_parts': dict(self._acc_parts), 'acc_n': self._acc_n}
     def load_state_dict(self, state: dict):
         self._acc_loss, self._acc_parts, self._acc_n = state['acc_loss'], dict(state['acc_parts']), state['acc_n']
+
+    def plot_loss(self,
+                  skip_start: int = 5, # leave out the first steps, whose loss is far above the rest
+                  with_valid: bool = True, # draw the validation loss too, at the steps it was computed
+                 ):
+        "The training loss (smoothed as the live plot's) and the validation loss by step, as fastai's: in the cell; in a terminal, `<path>/loss.png`."
+        storage = self.learn.storage
+        if 'train/loss' not in storage.histories():
+            raise RuntimeError("No training loss to plot yet: plot_loss draws the losses a fit logged; learn.fit(...) first.")
+        import matplotlib
+        where = frontend()  # 'jupyter', 'marimo', or None: a terminal, a script
+        if where is None: matplotlib.use('Agg', force=False)
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(*_curve(storage, 'train/loss', smooth=True, skip=skip_start), label='train')
+        if with_valid and 'valid/loss' in storage.histories(): ax.plot(*_curve(storage, 'valid/loss'), 'o-', label='valid')
+        ax.set_xlabel('step'); ax.set_ylabel('loss'); ax.legend()
+        path = self.learn.path / 'loss.png' if where is None else None
+        show_figure(fig, 'loss', path, where)
+        if path is not None: print(f"plot_loss: the curve is in {path}", flush=True)
+        plt.close(fig)
+
+def _curve(storage, name: str, smooth: bool = False, skip: int = 0) -> tuple[list, list]:
+    "The steps and finite values of `name` in `storage`, after the first `skip`, smoothed as the live plot smooths a loss."
+    history = storage.history(name)
+    kept = [(s, v) for s, v in zip(*history.columns(len(history))) if math.isfinite(v)]  # (as the live plot: NaNs left out)
+    if smooth:
+        average = MovingAverage(0.98)
+        kept = [(s, average.update(v)) for s, v in kept]
+    return [s for s, _ in kept[skip:]], [v for _, v in kept[skip:]]
 
 # %% ../../nbs/05_callback.recorder.ipynb #6f72c43c
 def peak_rss_mb() -> float | None:

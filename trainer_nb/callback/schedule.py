@@ -16,7 +16,7 @@ from .core import Callback, CancelFitException, CancelValidException, as_callbac
 from ..checkpoint import learner_state, restore_learner
 from ..core import CELL_ENDS, FitInterrupted, MovingAverage
 from ..data import resumable_batches
-from ..display import frontend, output_area, png_html
+from ..display import frontend, png_html, show_figure
 from ..events import EventStorage
 from ..optimizer import LR_SCALE, set_lr
 from ..parts import refuse_nested, slice_message
@@ -354,19 +354,9 @@ def plot_lr_find(lrs: list, losses: list, suggestions: SuggestedLRs | None = Non
             i = min(range(len(lrs)), key=lambda k: abs(math.log(lrs[k]) - math.log(lr)))
             ax.plot(lrs[i], losses[i], marker, label=f"{name}: {lr:.2e}")
         ax.legend()
-    if where == 'jupyter':
-        from IPython.display import display
-        display(fig)
-    elif where == 'marimo':  # (marimo shows only what a cell returns or puts in its output: the PNG, in the output)
-        from io import BytesIO
-        out = BytesIO()
-        fig.savefig(out, format='png', dpi=100, bbox_inches='tight')
-        output_area('marimo').png(out.getvalue(), alt='lr_find')
-        if suggestions is not None: suggestions.png = out.getvalue()  # (a cell that ends with them shows it again)
-    if path is not None and where is None:  # (a terminal: the figure is a file, and a line says what it shows)
-        from pathlib import Path
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100, bbox_inches='tight')
+    png = show_figure(fig, 'lr_find', path, where)  # (in the cell; in a terminal, the file `path`)
+    if png is not None and suggestions is not None: suggestions.png = png  # (marimo: a cell that ends with them shows it again)
+    if path is not None and where is None:  # (a terminal: a line says what the file shows)
         found = ', '.join(f"{n} {lr:.2e}" for n, lr in zip(('valley', 'steep', 'minimum'), suggestions)) if suggestions else ''
         print(f"lr_find: {found + '; ' if found else ''}the curve is in {path}", flush=True)
     plt.close(fig)
