@@ -240,7 +240,7 @@ class Learner:
     def evaluate(self, dl=None, split: str = 'valid') -> dict | None:
         "One validate phase over `dl` (default: the validation loader) outside a fit: its results, None if cancelled."
         refuse_nested(self.in_fit, 'get_preds' if split == 'preds' else 'validate')  # (get_preds evaluates too)
-        with self.storage:
+        with EventStorage():  # (what the model logs in it is dropped: the learner's history holds its fits')
             try: return self.validation(self.dls.eval_loader(dl), split)
             finally: self.set_mode(False, None)  # (the model stays in eval mode)
 
@@ -328,7 +328,7 @@ class Learner:
     def _valid_batches(self):
         self.valid_tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
-        with torch.no_grad():
+        with torch.no_grad(), self.storage.name_scope(self.split):  # (what the model logs: `valid/<name>`, `test/<name>`)
             for i, (data_time, batch) in enumerate(timed(eval_batches(self.dl, self.fit_state.step))):
                 if self.stop_requested and self.in_fit and self.split == 'valid' and self.comm.checks_stop_in_validation:
                     raise CancelFitException('stop requested')
