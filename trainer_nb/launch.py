@@ -29,7 +29,8 @@ import torch.distributed as dist
 from .core import FitInterrupted, warn_at_caller
 
 # %% auto #0
-__all__ = ['free_port', 'default_backend', 'WorkerFailed', 'Workers', 'launch', 'on_all_processes', 'gathered_preds']
+__all__ = ['free_port', 'default_backend', 'WorkerFailed', 'Workers', 'launch', 'on_all_processes', 'set_on_all_processes',
+           'gathered_preds']
 
 # %% ../nbs/16b_launch.ipynb #8b6edcca
 def free_port() -> int:
@@ -314,6 +315,16 @@ def on_all_processes(method, name: str | None = None):
         if workers is None: return method(learn, *args, **kwargs)
         return workers.call('method', name, args, kwargs, lambda: method(learn, *args, **kwargs))
     return run
+
+def set_on_all_processes(learn, # the Learner
+                         name: str, # what its setter sets: 'lr', 'dls', 'path', 'opt_func', 'metrics'
+                         value, # the value, the same in every process
+                        ) -> bool:
+    "With `distribute`, `learn.<name> = value` in every process, each through its setter (True); else False: set it here."
+    workers = getattr(learn, 'workers', None)
+    if workers is None or workers.busy: return False  # (a learner alone, a worker, or this process's part of the call)
+    workers.each(setattr, name, value)
+    return True
 
 def _interleaved(parts: list):
     "The shares of `ShardBatches` (process r: items r, r + n, ...) of each tensor of `parts`' results, back in order."

@@ -31,7 +31,7 @@ from .trackers import report_callbacks
 from .core import SingleProcess, default_device, to_device, unwrap_model
 from .data import DataLoaders, eval_batches, learner_loaders, timed
 from .distributed import set_comm
-from .launch import gathered_preds, on_all_processes
+from .launch import gathered_preds, on_all_processes, set_on_all_processes
 from .sharded import load_sharded
 from .events import EventStorage
 from .loop import Loop, check_tracked, make_loop
@@ -89,13 +89,13 @@ class Learner:
         self.target_key = check_target_key(target_key)
         self.full_checkpoints = full_checkpoints  # (else the frozen parameters are fingerprinted: chapter `checkpoint`)
         self.comm = SingleProcess()  # the processes training together: a `Communicator` (see `DistributedTrainer`)
+        self.workers = None  # with `distribute`: the other processes, where the public methods run too (`Workers`)
         self.dls = dls  # (rebuilt so that the learner controls the data order: see the property)
         self.metrics, self._path, self.nan_guard = metrics, check_run_folder(path), nan_guard  # (both: see the properties)
         self._lr = check_lr(lr)  # (`lr`: see the property)
         self.opt = self.create_opt()
         self.guard = nan_guard_for(nan_guard, self.opt, self.device)  # (checked now; each fit makes its own)
         self.storage, self.fit_state, self.stop_point = EventStorage(), FitState(), StopPoint()
-        self.workers = None  # with `distribute`: the other processes, where the public methods run too (`Workers`)
         self.controls = Controls()  # requests from a person (widgets) or code, applied at batch boundaries
         self.callbacks = Callbacks(learn=self)
         self.training = self.in_fit = False
@@ -117,14 +117,16 @@ class Learner:
         "The metrics each validation computes; set it as `Learner(metrics=...)` takes it (`learn.metrics = [accuracy]`)."
         return self._metrics
     @metrics.setter
-    def metrics(self, metrics): self._metrics = as_metrics(metrics)  # (checked and wrapped: `metrics` chapter)
+    def metrics(self, metrics):  # (checked and wrapped: `metrics` chapter; with `distribute`, in every process)
+        if not set_on_all_processes(self, 'metrics', metrics): self._metrics = as_metrics(metrics)
 
     @property
     def dls(self) -> DataLoaders:
         "The loaders; set them as `Learner(dls=...)` takes them (`learn.dls = (train_dl, valid_dl)`), e.g. larger images for the next fit."
         return self._dls
     @dls.setter
-    def dls(self, dls): self._dls = learner_loaders(dls, self.comm)  # (rebuilt so that the learner controls the data order)
+    def dls(self, dls):  # (rebuilt so that the learner controls the data order; with `distribute`, in every process)
+        if not set_on_all_processes(self, 'dls', dls): self._dls = learner_loaders(dls, self.comm)
 
     @property
     def path(self) -> Path:
@@ -134,7 +136,7 @@ class Learner:
     def path(self, path):
         if self.in_fit: raise RuntimeError("learn.path was set while a fit is running, whose files are open in its run "
                                            "folder: set it between fits (the next fit then writes in the new folder).")
-        self._path = check_run_folder(path)
+        if not set_on_all_processes(self, 'path', path): self._path = check_run_folder(path)
 
     @property
     def lr(self) -> float:
@@ -142,6 +144,7 @@ class Learner:
         return self._lr
     @lr.setter
     def lr(self, lr):
+        if set_on_all_processes(self, 'lr', lr): return  # (`distribute`: each process sets its optimizer's)
         self._lr = check_lr(lr)
         set_lr(self.opt, self._lr)
 
@@ -154,6 +157,7 @@ class Learner:
         if self.in_fit: raise RuntimeError("learn.opt_func was set while a fit is running, which steps the optimizer it "
                                            "started with: set it between fits (the next fit then makes its steps with "
                                            "a new optimizer).")
+        if set_on_all_processes(self, 'opt_func', opt_func): return
         self._opt_func, self.opt = opt_func, make_optimizer(opt_func, self.model, self.lr, self.device)
 
     def create_opt(self) -> torch.optim.Optimizer:
