@@ -39,7 +39,7 @@ from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
 from .oom import CANNOT_STOP_VALIDATION, OutOfMemory
 from .optimizer import make_optimizer, scaled_step, set_lr
-from .parts import (batch_size, call_model, check_device, check_loss,
+from .parts import (FROM_FASTAI, batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, compiled, model_loss, nan_guard_for, predictions,
                               refuse_nested, split_batch, step_scalars)
@@ -47,7 +47,7 @@ from .fit import FitRun, check_fit_length, check_fresh_resume, check_resume_args
 from .state import FitState, StopPoint, check_resumable, rng_states
 
 # %% auto #0
-__all__ = ['FROM_FASTAI', 'default_callbacks', 'with_defaults', 'Learner']
+__all__ = ['default_callbacks', 'with_defaults', 'Learner']
 
 # %% ../nbs/04_learner.ipynb #85c511ca
 def default_callbacks(progress: bool = True) -> list[Callback]:
@@ -430,20 +430,3 @@ class Learner:
         hint = FROM_FASTAI.get(name)  # a fastai learner's method: what does it here
         raise AttributeError(f"'Learner' object has no attribute {name!r}" + (f": {hint}" if hint else ''),
                              name=name, obj=self)
-
-_UNFREEZE = ("set requires_grad on the part to freeze or unfreeze, e.g. model.body.requires_grad_(False); a fit "
-             "trains what requires grad, and adds parameters unfrozen since the learner was made to the optimizer")
-FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does it here
-    'export': ("trainer_nb saves no pickled learner (loading a pickle runs code from the file): learn.save('final') "
-               "writes a checkpoint that learn.load reads with weights_only=True; in another process, build the same "
-               "model and Learner, then learn.load(path). The weights alone: torch.save(learn.raw_model.state_dict(), path)"),
-    'fine_tune': ("freeze the pretrained body (body.requires_grad_(False)), learn.fit_one_cycle(1) for the head, "
-                  "unfreeze it (body.requires_grad_(True)), then learn.fit_one_cycle(n, lr_max) again: the second fit "
-                  "adds the body to the optimizer"),
-    'freeze': _UNFREEZE, 'unfreeze': _UNFREEZE, 'freeze_to': _UNFREEZE,
-    'to_fp16': "add MixedPrecision(torch.float16) to the callbacks: Learner(..., cbs=[MixedPrecision(torch.float16)])",
-    'to_bf16': "add MixedPrecision() (bfloat16) to the callbacks: Learner(..., cbs=[MixedPrecision()])",
-    'summary': "print(learn.model) shows its layers; each fit's run.json has its parameter counts, all and trainable",
-    'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
-}
-

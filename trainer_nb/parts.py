@@ -18,11 +18,12 @@ from torch import nn
 from .core import BatchMessage, add_note, find_bs, unwrap_model
 
 # %% auto #0
-__all__ = ['COMPILE_DEFAULTS', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'slice_message', 'check_lr', 'check_device',
-           'check_parts', 'check_forward', 'compiled', 'check_target_key', 'check_metrics_loaders', 'refuse_nested',
-           'split_batch', 'call_model', 'takes_keys', 'takes_args', 'batch_size', 'check_loss', 'check_step_output',
-           'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions',
-           'describe_output', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
+__all__ = ['COMPILE_DEFAULTS', 'FROM_FASTAI', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'slice_message', 'check_lr',
+           'check_device', 'check_parts', 'check_forward', 'compiled', 'check_target_key', 'check_metrics_loaders',
+           'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'takes_args', 'batch_size', 'check_loss',
+           'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note',
+           'predictions', 'describe_output', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard',
+           'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -153,6 +154,23 @@ def refuse_nested(in_fit: bool, # whether a fit is running
         raise RuntimeError(f"learn.{what}() was called while a fit is already running (from a callback?). A fit "
                            "cannot run inside another; request a stop with learn.request_stop() instead, and "
                            f"call {what}() once the running fit has ended.")
+
+# %% ../nbs/03d_parts.ipynb #82cd3704
+_UNFREEZE = ("set requires_grad on the part to freeze or unfreeze, e.g. model.body.requires_grad_(False); a fit "
+             "trains what requires grad, and adds parameters unfrozen since the learner was made to the optimizer")
+FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does it here
+    'export': ("trainer_nb saves no pickled learner (loading a pickle runs code from the file): learn.save('final') "
+               "writes a checkpoint that learn.load reads with weights_only=True; in another process, build the same "
+               "model and Learner, then learn.load(path). The weights alone: torch.save(learn.raw_model.state_dict(), path)"),
+    'fine_tune': ("freeze the pretrained body (body.requires_grad_(False)), learn.fit_one_cycle(1) for the head, "
+                  "unfreeze it (body.requires_grad_(True)), then learn.fit_one_cycle(n, lr_max) again: the second fit "
+                  "adds the body to the optimizer"),
+    'freeze': _UNFREEZE, 'unfreeze': _UNFREEZE, 'freeze_to': _UNFREEZE,
+    'to_fp16': "add MixedPrecision(torch.float16) to the callbacks: Learner(..., cbs=[MixedPrecision(torch.float16)])",
+    'to_bf16': "add MixedPrecision() (bfloat16) to the callbacks: Learner(..., cbs=[MixedPrecision()])",
+    'summary': "print(learn.model) shows its layers; each fit's run.json has its parameter counts, all and trainable",
+    'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
+}
 
 # %% ../nbs/03d_parts.ipynb #7c54c706
 def split_batch(batch, # a batch as the loader gives it
