@@ -232,7 +232,8 @@ class WriterCallback(Callback):
         path = self.learn.path / 'metrics.json'
         if self._follows_path and (self.writers is None or self.writers[0].path != path):  # (`learn.path` was set)
             moved = self.writers is not None
-            warn_if_another_run(self.learn, check_writable(self.learn.path) / 'metrics.json')
+            check_writable(self.learn.path)
+            warn_if_another_run(self.learn, path)
             self.writers = [JSONWriter(path)]
             if moved: self.writers[0].start_at(self.learn.storage)  # (the steps before are in the old folder's file)
         if self._pending_state is not None:
