@@ -1,4 +1,4 @@
-"""The cost of seeding each sample's random draws in worker processes (`SeedSamples`, in the data chapter).
+"""The cost of seeding each sample's random draws in worker processes (`SeedSamples`, in the chapter `loader_workers`).
 
 One epoch of a training loader with worker processes, prepared by the learner (each sample's draws seeded from its
 index), against the same loader with the learner's order but without the seeding, interleaved, in one process.
@@ -17,8 +17,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from trainer_nb.data import (IgnoreSigint, ResumableBatches, ResumableSampler, _rebuild, epoch_batches,  # noqa: E402
-                             prepare_loader)
+from trainer_nb.data import ResumableBatches, ResumableSampler, _rebuild, epoch_batches, prepare_loader  # noqa: E402
+from trainer_nb.loader_workers import IgnoreStopSignals  # noqa: E402
 
 
 class Samples(Dataset):
@@ -34,7 +34,7 @@ class Samples(Dataset):
 def loaders(dataset, workers: int):
     base = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=workers, persistent_workers=True)
     plain = _rebuild(base, batch_sampler=ResumableBatches(ResumableSampler(len(dataset)), 64),
-                     worker_init_fn=IgnoreSigint())
+                     worker_init_fn=IgnoreStopSignals())
     return plain, prepare_loader(base)
 
 

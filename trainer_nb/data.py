@@ -5,9 +5,6 @@
 # %% ../nbs/03a_data.ipynb #6eebbb86
 from __future__ import annotations
 
-import random
-import signal
-import sys
 import time
 from collections.abc import Iterator
 
@@ -15,13 +12,14 @@ import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset, RandomSampler, Sampler,
                               SequentialSampler)
 
+from .loader_workers import IgnoreStopSignals, SeededIndex, SeedSamples, sample_seed
+
 # %% auto #0
-__all__ = ['STOP_SIGNALS', 'loader_len', 'gives_batches_once', 'used_up', 'check_loader', 'DataLoaders', 'as_dataloaders',
-           'ResumableSampler', 'split_steps', 'count_steps', 'steps_of', 'ResumableBatches', 'resumable_batches',
-           'SeededIndex', 'sample_seed', 'seed_draws', 'IgnoreStopSignals', 'SeedSamples', 'batching', 'prepare_loader',
-           'prepare_loaders', 'ShardBatches', 'shard_loader', 'shard_loaders', 'learner_loaders', 'step_samples',
-           'step_sizes', 'draw_epoch_seed', 'order_generator', 'is_stateful', 'replays', 'seed_workers',
-           'epoch_batches', 'eval_batches', 'release_workers', 'timed']
+__all__ = ['loader_len', 'gives_batches_once', 'used_up', 'check_loader', 'DataLoaders', 'as_dataloaders', 'ResumableSampler',
+           'split_steps', 'count_steps', 'steps_of', 'ResumableBatches', 'resumable_batches', 'batching',
+           'prepare_loader', 'prepare_loaders', 'ShardBatches', 'shard_loader', 'shard_loaders', 'learner_loaders',
+           'in_dataset_order', 'step_samples', 'step_sizes', 'draw_epoch_seed', 'order_generator', 'is_stateful',
+           'replays', 'seed_workers', 'epoch_batches', 'eval_batches', 'release_workers', 'timed']
 
 # %% ../nbs/03a_data.ipynb #1dc874ce
 _LOADER = "a loader yields batches: a torch DataLoader (DataLoader(dataset, batch_size=64)), or a list of batches"
@@ -56,6 +54,14 @@ def check_loader(dl, role: str = 'train'):
                          "with drop_last=True?")
     return dl
 
+def _dataset_of(dl, role: str):
+    "The dataset of the `role` loader `dl`, or an error that says why it has none."
+    if dl is None: raise AttributeError(f"There is no {role} loader, so no {role} dataset.")
+    if not hasattr(dl, 'dataset'):
+        raise AttributeError(f"The {role} loader is a {type(dl).__name__}, which has no dataset: only a torch DataLoader "
+                             f"has one (dl.dataset).")
+    return dl.dataset
+
 class DataLoaders:
     "The loaders of a learner: `train`, and optionally `valid` and `test`."
     def __init__(self,
@@ -73,6 +79,19 @@ class DataLoaders:
         if self.valid is None:
             raise ValueError("There is no validation loader: pass validate(dl=...) or DataLoaders(train, valid).")
         return self.valid
+
+    def __getitem__(self, i: int):
+        "The loader at `i`, as fastai's `dls[0]`: 0 the training loader, 1 the validation one, 2 the test one (None if there is none)."
+        if not isinstance(i, int) or not -3 <= i < 3:
+            raise IndexError(f"dls[{i!r}]: 0 is the training loader, 1 the validation loader, 2 the test loader.")
+        return (self.train, self.valid, self.test)[i]
+
+    train_ds = property(lambda self: _dataset_of(self.train, 'train'), doc="The training loader's dataset.")
+    valid_ds = property(lambda self: _dataset_of(self.valid, 'valid'), doc="The validation loader's dataset.")
+
+    def one_batch(self):
+        "The training loader's first batch, to look at (torch's random streams are left as they were: a fit's order is not moved)."
+        with torch.random.fork_rng(devices=[]): return next(iter(self.train))
 
     def __repr__(self):
         return (f"DataLoaders(train={type(self.train).__name__}, valid={type(self.valid).__name__}, "
@@ -191,69 +210,7 @@ def resumable_batches(dl) -> ResumableBatches | None:
     batches = getattr(dl, 'batch_sampler', None)
     return batches if isinstance(batches, ResumableBatches) else None
 
-# %% ../nbs/03a_data.ipynb #c1d44595
-class SeededIndex(int):
-    "A dataset index that also carries the seed of the random draws from here on (its batch's: see `SeedSamples`)."
-    def __new__(cls, index: int, seed: int): return super().__new__(cls, index)
-    def __init__(self,
-                 index: int, # the index in the dataset
-                 seed: int, # the seed of the random draws from this sample on
-                ): self.seed = seed
-
-    def __reduce__(self): return (SeededIndex, (int(self), self.seed))  # (sent to the workers by pickling)
-
-def sample_seed(epoch_seed: int, index: int) -> int:
-    "The seed of the draws that start at sample `index` in the epoch of `epoch_seed`."
-    return (epoch_seed * 6364136223846793005 + index * 1442695040888963407 + 1) % 2**63
-
-def seed_draws(seed: int):
-    "Seed the generators a dataset may draw from: torch's (CPU), python's, and numpy's if it is loaded."
-    torch.default_generator.manual_seed(seed)  # (not torch.manual_seed, which seeds every CUDA device too: measured
-    # 90 us a call against 1, and this runs for every sample: about 6 ms of loading for a batch of 64)
-    random.seed(seed)
-    np = sys.modules.get('numpy')
-    if np is not None: np.random.seed(seed % 2**32)
-
-def _seeded(fetch):
-    "`fetch(dataset, index)` (`__getitem__`) or `fetch(dataset, indices)` (`__getitems__`), seeded by the index."
-    def seeded_fetch(dataset, index):
-        first = index[0] if isinstance(index, list) and index else index
-        if isinstance(first, SeededIndex):
-            seed_draws(first.seed)
-            index = [int(i) for i in index] if isinstance(index, list) else int(index)
-        return fetch(dataset, index)
-    return seeded_fetch
-
-# %% ../nbs/03a_data.ipynb #c6bc8343
-# A signal sent to the whole process group (Ctrl+C in a terminal, SLURM's preemption signal, `kill -TERM -PGID`) reaches
-# the loader's workers too. A worker killed by it fails the fit in the main process ("DataLoader worker is killed by
-# signal") before the stop it asked for can save `last`; a forked worker that kept the fit's Python handler would
-# print its message again. So the workers ignore the signals a fit stops on (`Preemption`'s defaults and SIGUSR2);
-# they end when their loader ends them, or when this process ends.
-STOP_SIGNALS = ('SIGINT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2')
-
-class IgnoreStopSignals:
-    "A DataLoader `worker_init_fn` that makes the worker ignore the `STOP_SIGNALS` (those this platform has), then calls `fn(worker_id)` if given."
-    def __init__(self, fn=None): self.fn = fn
-    def __call__(self, worker_id: int):
-        for name in STOP_SIGNALS:
-            if hasattr(signal, name): signal.signal(getattr(signal, name), signal.SIG_IGN)
-        if self.fn is not None: self.fn(worker_id)
-
-class SeedSamples:
-    "A `worker_init_fn` that seeds the dataset's draws at each `SeededIndex` (in this worker), then calls `fn`."
-    def __init__(self, fn=None): self.fn = fn
-    def __call__(self, worker_id: int):
-        cls = type(torch.utils.data.get_worker_info().dataset)
-        for name in ('__getitem__', '__getitems__'):
-            fetch = getattr(cls, name, None)
-            if fetch is None or getattr(fetch, '_seeded', False): continue
-            seeded = _seeded(fetch)
-            seeded._seeded = True
-            try: setattr(cls, name, seeded)
-            except TypeError: pass  # (a built-in type, such as a list of samples: it draws nothing)
-        if self.fn is not None: self.fn(worker_id)
-
+# %% ../nbs/03a_data.ipynb #8b5a1575
 def _rebuild(dl: DataLoader, **changes) -> DataLoader:
     "A new DataLoader with the settings of `dl`, changed by `changes`."
     kwargs = dict(num_workers=dl.num_workers, collate_fn=dl.collate_fn, pin_memory=dl.pin_memory,
@@ -358,6 +315,15 @@ def learner_loaders(dls, # what `Learner(dls=...)` takes: a `DataLoaders`, a `(t
     "`dls` as a learner keeps them: checked (`as_dataloaders`), prepared, and with several processes this one's share of each."
     dls = prepare_loaders(as_dataloaders(dls))
     return dls if comm.world_size == 1 else shard_loaders(dls, comm.rank, comm.world_size)
+
+def in_dataset_order(dl, # a training loader the learner prepared (`learn.dls.train`)
+                     comm, # the learner's processes (`learn.comm`)
+                    ):
+    "The training loader as predictions take it (`get_preds(ds_idx=0)`): each sample once, in the dataset's order, this process's share."
+    batches = resumable_batches(dl)
+    if batches is None: return dl  # (a list of batches, an iterable dataset: in the order they come)
+    ordered = _rebuild(dl, batch_size=batches.batch_size, drop_last=False, sampler=SequentialSampler(dl.dataset))
+    return shard_loader(ordered, comm.rank, comm.world_size, train=False)
 
 # %% ../nbs/03a_data.ipynb #863469cf
 def step_samples(dl, local: int, world_size: int, offset: int) -> int:

@@ -18,7 +18,7 @@ from .callback.core import (DISPLAY_CALLBACKS, Callback, Callbacks, CancelBackwa
                                       CancelValidException, as_callback_list, show_loop)
 from .callback.liveplot import LivePlotCallback, check_compare
 from .callback.micro import backward_in_parts
-from .callback.outputs import get_preds, predict, sample_losses
+from .callback.outputs import get_preds, loader_at, predict, sample_losses
 from .callback.panel import ControlPanelCallback
 from .callback.progress import ProgressCallback
 from .callback.recorder import Recorder, Throughput, WriterCallback
@@ -235,9 +235,9 @@ class Learner:
         self.tracked.update(check_tracked(objects))
 
     @on_all_processes
-    def validate(self, dl=None) -> dict:
-        "Loss and metrics over `dl` (default: the validation loader), e.g. `{'loss': 0.1, 'accuracy': 0.97}`."
-        results = self.evaluate(dl)
+    def validate(self, dl=None, ds_idx: int | None = None) -> dict:
+        "Loss and metrics over `dl`, or the set `ds_idx` names (0 training, 1 validation, 2 test; as `get_preds`): `{'loss': 0.1, 'accuracy': 0.97}`."
+        results = self.evaluate(dl if ds_idx is None else loader_at(self, ds_idx, dl, 'validate'))
         if results is None: raise RuntimeError("The validation was cancelled by a callback: no results.")
         return results
 
@@ -257,6 +257,7 @@ class Learner:
     n_epochs = property(lambda self: self.fit_state.n_epochs, doc="The epochs of the fit (`fit_state.n_epochs`).")
     iter = property(lambda self: self.fit_state.iter, doc="The batch of the running phase, from 0.")
     step = property(lambda self: self.fit_state.step, doc="The optimizer steps taken, over all fits.")
+    pct_train = property(lambda self: self.fit_state.fraction_done, doc="The share of the fit's steps made, 0 to 1 (fastai's name; None if its length is unknown).")
     stop_reason = property(lambda self: self.fit_state.stop_reason, doc="Why the last fit ended (None while it runs).")
     stop_requested = property(lambda self: self.controls.stop_kind is not None, doc="Whether a stop waits for the boundary.")
     rank = property(lambda self: self.comm.rank, doc="This process among those training together (0 alone; `learn.comm` says how many).")
@@ -272,6 +273,12 @@ class Learner:
     def remove_cb(self, cb) -> Callback:
         "Remove a callback, given as the instance, its class or its name."
         return self.callbacks.remove(cb)
+    def add_cbs(self, cbs) -> list[Callback]:
+        "Add each of `cbs` (a list of instances), as `add_cb` does."
+        return [self.add_cb(cb) for cb in as_callback_list(cbs)]
+    def remove_cbs(self, cbs) -> list[Callback]:
+        "Remove each of `cbs` (a list of instances, classes or names), as `remove_cb` does."
+        return [self.remove_cb(cb) for cb in (cbs if isinstance(cbs, (list, tuple)) else [cbs])]
     def added_cbs(self, cbs):
         "`with learn.added_cbs(cbs):` adds `cbs` for the duration of the block."
         return self.callbacks.added(cbs)

@@ -88,7 +88,10 @@ def check_parts(model, loss_func=None, train_step=None, opt_func=None):
     if isinstance(loss_func, type) and issubclass(loss_func, nn.Module):  # (called on a batch, it would make a module)
         raise TypeError(f"loss_func is the class {loss_func.__name__}; pass an instance: {loss_func.__name__}().")
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
+        loaders = hasattr(model, 'train') and hasattr(model, 'valid') or isinstance(model, (tuple, list, torch.utils.data.DataLoader))
+        swapped = (" Learner takes the model first: Learner(model, dls, loss_func) (fastai's Learner takes the loaders "
+                   "first)." if loaders else '')
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.{swapped}")
     empty = [name for name, t in (*model.named_parameters(), *model.named_buffers()) if t.is_meta]
     if empty:  # (made under `with torch.device('meta')`, or by a loader's empty init: there are no numbers to train)
         raise ValueError(f"The model's {empty[0]}{f' (and {len(empty) - 1} more)' if len(empty) > 1 else ''} is on "
@@ -169,7 +172,14 @@ FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does i
     'to_fp16': "add MixedPrecision(torch.float16) to the callbacks: Learner(..., cbs=[MixedPrecision(torch.float16)])",
     'to_bf16': "add MixedPrecision() (bfloat16) to the callbacks: Learner(..., cbs=[MixedPrecision()])",
     'summary': "print(learn.model) shows its layers; each fit's run.json has its parameter counts, all and trainable",
+    'show_training_loop': "learn.show_loop() prints the loop's events and the callbacks that run at each",
     'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
+    # and the attributes a fastai callback reads
+    'n_epoch': "learn.n_epochs is the fit's epochs (None for a fit of n_steps)",
+    'train_iter': "learn.step counts the optimizer steps of all fits; learn.fit_state.fit_steps those of this fit",
+    'n_iter': "len(learn.dl) is the running phase's batches (learn.fit_state.steps_per_epoch: a training epoch's steps)",
+    'smooth_loss': ("learn.loss is this batch's loss; the progress bar shows the median of the last 20 steps: "
+                    "learn.storage.history('train/loss').median(20)"),
 }
 
 # %% ../nbs/03d_parts.ipynb #7c54c706

@@ -67,6 +67,12 @@ class FitState:
         return self.n_epochs * self.steps_per_epoch if self.steps_per_epoch else None
 
     @property
+    def fraction_done(self) -> float | None:
+        "The share of the fit's optimizer steps made, 0 to 1, if its length is known (`learn.pct_train`)."
+        total = self.total_steps
+        return None if not total else min(self.fit_steps / total, 1.)
+
+    @property
     def final_step(self) -> int | None:
         "The learner's step count (the storage's iteration) when this fit ends, if known."
         return None if self.total_steps is None else self.step - self.fit_steps + self.total_steps

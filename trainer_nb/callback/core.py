@@ -132,6 +132,11 @@ class Callback:
 
     def __repr__(self): return f"{type(self).__name__}(order={self.order})"
 
+    def __getattr__(self, name: str):  # (called only for a name the callback lacks: no cost to those it has)
+        on_learner = not name.startswith('_') and self.learn is not None and hasattr(self.learn, name)
+        hint = f": the loop's state is the learner's, self.learn.{name} (a fastai callback reads self.{name})" if on_learner else ''
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}{hint}", name=name, obj=self)
+
     def before_fit(self):
         "Once, at the start of `fit` (and of `resume`): `learn.fit_state` holds the target."
     def before_epoch(self):

@@ -18,11 +18,12 @@ from torch import nn
 from .core import Callback
 from ..core import add_note
 from ..files import atomic_save, atomic_write
+from ..data import in_dataset_order
 from ..parts import predictions
 
 # %% auto #0
-__all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'check_alike', 'GatherPreds', 'get_preds', 'predict',
-           'SaveOutputs', 'IterationTimer']
+__all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'check_alike', 'GatherPreds', 'loader_at', 'get_preds',
+           'predict', 'SaveOutputs', 'IterationTimer']
 
 # %% ../../nbs/15_callback.outputs.ipynb #e6b146bc
 def detach_cpu(x, as_float: bool = False):
@@ -113,12 +114,30 @@ def _inputs(xb: tuple | dict):
     return xb if isinstance(xb, dict) or len(xb) != 1 else xb[0]
 
 # %% ../../nbs/15_callback.outputs.ipynb #d70d123a
+_SETS = ('training', 'validation', 'test')
+
+def loader_at(learn,
+              ds_idx: int, # the set, as fastai numbers them: 0 the training set, 1 the validation set, 2 the test set
+              dl=None, # the loader also given, if any: refused (one or the other)
+              who: str = 'get_preds', # the method that takes them, as errors name it
+             ):
+    "The loader of the set `ds_idx` names; the training set's gives each sample once, in the dataset's order."
+    if dl is not None: raise ValueError(f"{who} got both dl= and ds_idx={ds_idx!r}: pass one of them.")
+    if isinstance(ds_idx, bool) or ds_idx not in (0, 1, 2):
+        raise ValueError(f"{who}(ds_idx={ds_idx!r}): 0 is the training set, 1 the validation set, 2 the test set.")
+    found = learn.dls[ds_idx]
+    if found is None: raise ValueError(f"{who}(ds_idx={ds_idx}): this learner has no {_SETS[ds_idx]} loader. Pass the "
+                                       f"loader: learn.{who}(dl=...).")
+    return in_dataset_order(found, learn.comm) if ds_idx == 0 else found
+
 def get_preds(learn,
               dl=None, # a loader (default: the validation loader)
               with_loss: bool = False, # also return the loss of each sample
               with_input: bool = False, # also return the inputs (first)
+              ds_idx: int | None = None, # instead of `dl`, one of the learner's sets, as fastai numbers them: 0 training, 1 validation, 2 test
              ) -> tuple:
     "`(preds, targets)` over `dl`, concatenated, on the CPU; `(inputs, preds, targets, losses)` with both options."
+    if ds_idx is not None: dl = loader_at(learn, ds_idx, dl)
     gather = GatherPreds(with_loss=with_loss, with_input=with_input)
     gather.check(learn)
     with learn.added_cbs(gather): learn.evaluate(dl, split='preds')

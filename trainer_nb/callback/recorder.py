@@ -19,7 +19,7 @@ from ..optimizer import fit_lr
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
-__all__ = ['Recorder', 'peak_rss_mb', 'Throughput', 'warn_if_another_run', 'WriterCallback']
+__all__ = ['Recorder', 'table_rows', 'peak_rss_mb', 'Throughput', 'warn_if_another_run', 'WriterCallback']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
 _ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
@@ -138,6 +138,44 @@ class Recorder(Callback):
         show_figure(fig, 'loss', path, where)
         if path is not None: print(f"plot_loss: the curve is in {path}", flush=True)
         plt.close(fig)
+
+    # fastai's names for what a fit logged: read from the storage (the Recorder keeps nothing more)
+    losses = property(lambda self: _logged(self.learn.storage, 'train/loss'),
+                      doc="The training loss of each step of the learner's fits, as logged (fastai's are smoothed).")
+    lrs = property(lambda self: _logged(self.learn.storage, 'lr'), doc="The lr of each step of the learner's fits.")
+
+    @property
+    def metric_names(self) -> list[str]:
+        "The columns of `values`: 'train_loss', then 'valid_loss' and each metric's name if there is a validation set."
+        learn = self.learn
+        return ['train_loss'] + (['valid_loss'] + [m.name for m in learn.metrics] if learn.dls.valid is not None else [])
+
+    @property
+    def values(self) -> list[list]:
+        "A row in the columns of `metric_names` for each validation of the learner's fits (for each epoch, without one), as fastai's."
+        return table_rows(self.learn.storage, self.metric_names)
+
+def _logged(storage, name: str) -> list[float]:
+    "The values of `name` in `storage`, oldest first (none if it was never logged)."
+    history = storage.histories().get(name)
+    return [] if history is None else history.columns(len(history))[1]
+
+def table_rows(storage, # the learner's `EventStorage`
+               columns: list[str], # 'train_loss', then 'valid_loss' and metric names (logged as `valid/<name>`)
+              ) -> list[list]:
+    "A row of `columns` at each validation in `storage` (at each epoch's end, without one): the train loss is the mean of the steps since the row before."
+    histories = storage.histories()
+    ends = histories.get('valid/loss', histories.get('epoch'))
+    if ends is None: return []
+    steps, losses = histories['train/loss'].columns(len(histories['train/loss'])) if 'train/loss' in histories else ([], [])
+    named = {c: histories.get('valid/loss' if c == 'valid_loss' else f'valid/{c}') for c in columns[1:]}
+    at_step = {c: {} if h is None else dict(zip(*h.columns(len(h)))) for c, h in named.items()}  # step -> its value
+    rows, i = [], 0
+    for end in ends.columns(len(ends))[0]:
+        start = i
+        while i < len(steps) and steps[i] <= end: i += 1
+        rows.append([sum(losses[start:i]) / (i - start) if i > start else None] + [at_step[c].get(end) for c in columns[1:]])
+    return rows
 
 def _curve(storage, name: str, smooth: bool = False, skip: int = 0) -> tuple[list, list]:
     "The steps and finite values of `name` in `storage`, after the first `skip`, smoothed as the live plot smooths a loss."

@@ -5,6 +5,7 @@
 # %% ../../nbs/14_callback.tracker.ipynb #8ed9a8eb
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import torch
@@ -15,8 +16,8 @@ from ..core import is_whole
 from ..state import epoch_label
 
 # %% auto #0
-__all__ = ['has_recorder', 'logged_names', 'auto_mode', 'improved', 'check_monitor', 'TerminateOnNaN', 'TrackerCallback',
-           'EarlyStopping', 'ReduceLROnPlateau']
+__all__ = ['has_recorder', 'logged_names', 'auto_mode', 'improved', 'check_monitor', 'meant_name', 'TerminateOnNaN',
+           'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau']
 
 # %% ../../nbs/14_callback.tracker.ipynb #f3de1bb5
 def has_recorder(learn) -> bool:
@@ -49,7 +50,17 @@ def check_monitor(learn, monitor: str, who: str):
         raise ValueError(f"{who}(monitor={monitor!r}): nothing logs it, because this learner has no Recorder (it was "
                          f"built with default_cbs=False). Add one: cbs=[Recorder(), ...].")
     if monitor not in names:
-        raise ValueError(f"{who}(monitor={monitor!r}): this fit logs no such scalar. Names it logs: {', '.join(sorted(names))}.")
+        guess = meant_name(monitor, names)
+        hint = f" Did you mean {guess!r}?" if guess else ''
+        raise ValueError(f"{who}(monitor={monitor!r}): this fit logs no such scalar.{hint} Names it logs: "
+                         f"{', '.join(sorted(names))}.")
+
+def meant_name(monitor: str, names: set[str]) -> str | None:
+    "The logged name `monitor` most likely means: fastai's 'valid_loss' is 'valid/loss', a metric's own name 'valid/<name>'."
+    for guess in (monitor.replace('_', '/', 1), f'valid/{monitor}'):
+        if guess in names: return guess
+    close = difflib.get_close_matches(monitor, sorted(names), n=1)
+    return close[0] if close else None
 
 # %% ../../nbs/14_callback.tracker.ipynb #5305bcaf
 class TerminateOnNaN(Callback):
