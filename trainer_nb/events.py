@@ -222,6 +222,7 @@ class EventStorage:
         self._histories: dict[str, HistoryBuffer] = {}
         self._hints: dict[str, bool] = {}
         self._prefix = ''
+        self._pool: dict | None = None  # inside `mean_scope`: name -> (sum, count, hint, iteration)
 
     def put_scalar(self,
                    name: str, # a non-empty name; a `/` groups names: `train/loss`, `valid/accuracy`
@@ -232,11 +233,16 @@ class EventStorage:
         "Record `value` under `name` at `cur_iter`; refuse, naming the scalar, anything that is not one number."
         if not isinstance(name, str) or not name: raise _bad_name(name)
         value = _checked_value(name, value)
-        self._history(name, smoothing_hint).update(value, self.iter if cur_iter is None else cur_iter)
+        it = self.iter if cur_iter is None else cur_iter
+        if self._pool is not None: self._add_to_pool(self._prefix + name, value, smoothing_hint, it)
+        else: self._history(name, smoothing_hint).update(value, it)
 
     def _history(self, name: str, smoothing_hint: bool) -> HistoryBuffer:
         "The history of `name` in the name scope (made at its first value), refused if logged before with another hint."
-        name = self._prefix + name
+        return self._named_history(self._prefix + name, smoothing_hint)
+
+    def _named_history(self, name: str, smoothing_hint: bool) -> HistoryBuffer:
+        "The history of the full `name`, made at its first value; refused if it was logged before with another hint."
         history = self._histories.get(name)
         if history is None:
             history = self._histories[name] = HistoryBuffer(self.max_length)
@@ -297,6 +303,23 @@ class EventStorage:
         self._prefix = f"{old}{name.rstrip('/')}/"
         try: yield
         finally: self._prefix = old
+
+    @contextmanager
+    def mean_scope(self, name: str):
+        "As `name_scope`; and what `put_scalar` puts in the block is put once per name at its end, the mean of its values (nothing if it raised)."
+        outer, self._pool = self._pool, {}
+        try:
+            with self.name_scope(name): yield
+            pooled = self._pool
+        finally: self._pool = outer
+        for full_name, (total, n, hint, it) in pooled.items(): self._named_history(full_name, hint).update(total / n, it)
+
+    def _add_to_pool(self, name: str, value, smoothing_hint: bool, it: int):
+        "Add `value` to the mean of the full `name` that `mean_scope` puts at its end."
+        total, n, hint, _ = self._pool.get(name, (0., 0, smoothing_hint, it))
+        if hint != smoothing_hint:
+            raise ValueError(f"Scalar {name!r} was first logged with smoothing_hint={hint}; log it with the same hint every time.")
+        self._pool[name] = (total + value, n + 1, hint, it)
 
     def __enter__(self):
         _STORAGE_STACK.append(self)

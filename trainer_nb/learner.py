@@ -339,7 +339,7 @@ class Learner:
     def _valid_batches(self):
         self.valid_tally = ValidationTally([] if self.split == 'preds' else self.metrics)  # (get_preds computes no metric)
         if self.in_fit: self.stop_point.valid_rng = rng_states()  # an interrupted validation is redone from here
-        with torch.no_grad(), self.storage.name_scope(self.split):  # (what the model logs: `valid/<name>`, `test/<name>`)
+        with torch.no_grad(), self.storage.mean_scope(self.split):  # (what the model logs: `valid/<name>`, the pass's mean)
             for i, (data_time, batch) in enumerate(timed(eval_batches(self.dl, self.fit_state.step))):
                 if self.stop_requested and self.in_fit and self.split == 'valid' and self.comm.checks_stop_in_validation:
                     raise CancelFitException('stop requested')
