@@ -56,7 +56,7 @@ def check_monitor(learn, monitor: str, who: str):
                          f"{', '.join(sorted(names))}.")
 
 def meant_name(monitor: str, names: set[str]) -> str | None:
-    "The logged name `monitor` most likely means: fastai's 'valid_loss' is 'valid/loss', a metric's own name 'valid/<name>'."
+    "The logged name that `monitor` most likely means: fastai's 'valid_loss' is 'valid/loss' here, and a metric's own name is under 'valid/'."
     for guess in (monitor.replace('_', '/', 1), f'valid/{monitor}'):
         if guess in names: return guess
     close = difflib.get_close_matches(monitor, sorted(names), n=1)
