@@ -105,10 +105,15 @@ class CheckpointCallback(PeriodicCheckpoints):
                  mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error'): which way `monitor` improves
                  save_last: bool = True, # also save `last` at the end of each fit that completed or can resume
                  background: bool = False, # write periodic and `best` checkpoints in a thread (see `save_in_background`)
+                 load_best: bool = False, # at the end of a completed fit, load `best`'s weights into the model (as fastai's SaveModelCallback)
                 ):
         _check_args(every_steps, every_epochs, keep, mode)
+        if load_best and (monitor is None or not save_last):
+            why = ("without monitor= there is none: name the scalar to keep it by, e.g. monitor='valid/loss'" if monitor is None
+                   else "saves `last` first, with the fit's end, which save_last=False leaves out: keep save_last=True")
+            raise ValueError(f"CheckpointCallback(load_best=True) loads the best checkpoint at the end of a fit, and {why}.")
         super().__init__(every_steps, every_epochs, keep, save_last, background)
-        self.monitor = monitor
+        self.monitor, self.load_best = monitor, load_best
         self.mode = auto_mode(monitor) if mode == 'auto' and monitor is not None else mode  # (as `EarlyStopping` does)
         self.best: float | None = None
         self.best_path: Path | None = None  # the best checkpoint so far
@@ -137,7 +142,10 @@ class CheckpointCallback(PeriodicCheckpoints):
 
     def after_fit(self):
         self._swap_back()
-        super().after_fit()
+        super().after_fit()  # (`last`: the fit's end, whatever is loaded now)
+        if self.load_best and self.learn.stop_reason == 'completed' and self.best_path is not None:
+            wait_for_save(self.learn)
+            if self.best_path.is_file() or is_sharded_checkpoint(self.best_path): _load_weights(self.learn, self.best_path)
 
     def _swap_back(self):
         if self._weights is not None: load_model_state(self.learn.raw_model, *self._weights)
