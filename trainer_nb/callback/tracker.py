@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import numbers
 import torch
 
@@ -16,8 +17,8 @@ from ..core import is_whole
 from ..state import epoch_label
 
 # %% auto #0
-__all__ = ['has_recorder', 'logged_names', 'auto_mode', 'improved', 'check_monitor', 'meant_name', 'TerminateOnNaN',
-           'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau']
+__all__ = ['LOWER_IS_BETTER', 'has_recorder', 'logged_names', 'auto_mode', 'improved', 'check_monitor', 'meant_name',
+           'TerminateOnNaN', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau']
 
 # %% ../../nbs/14_callback.tracker.ipynb #f3de1bb5
 def has_recorder(learn) -> bool:
@@ -33,9 +34,16 @@ def logged_names(learn) -> set[str]:
         if dl is not None: names |= {f'{split}/loss'} | {f'{split}/{m.name}' for m in learn.metrics}
     return names
 
+# the words of a metric's name that say lower is better (besides 'loss' and 'error' anywhere in it): mean absolute,
+# squared and percentage errors, perplexity, word and character error rates, negative log-likelihood, a distance
+LOWER_IS_BETTER = {'mae', 'mse', 'rmse', 'msle', 'rmsle', 'mape', 'smape', 'perplexity', 'ppl', 'wer', 'cer', 'nll',
+                   'distance'}
+
 def auto_mode(name: str) -> str:
-    "The direction in which the scalar `name` improves: 'min' for a name with 'loss' or 'error' in it, else 'max'."
-    return 'min' if ('loss' in name or 'error' in name) else 'max'
+    "The direction in which the scalar `name` improves: 'min' for a loss, an error or a word of `LOWER_IS_BETTER` in it, in any case; else 'max'."
+    low = name.lower()
+    lower = 'loss' in low or 'error' in low or not LOWER_IS_BETTER.isdisjoint(re.split(r'[^a-z0-9]+', low))
+    return 'min' if lower else 'max'
 
 def improved(value: float, best: float | None, mode: str, min_delta: float = 0.) -> bool:
     "Whether `value` beats `best` by more than `min_delta`, in the direction `mode` ('min' or 'max'); NaN never does."
