@@ -52,7 +52,8 @@ class PeriodicCheckpoints(Callback):
 
     def after_batch(self):
         learn = self.learn
-        poll_save(learn)  # (a background save that has finished: its write time to the storage)
+        if learn.training: poll_save(learn)  # (a background save that has finished: its write time to the storage, at a
+        # training step: what a validation logs goes under `valid/`, one mean for the pass)
         if self.every_steps and learn.training and learn.fit_state.fit_steps and learn.step % self.every_steps == 0:
             self._save_periodic()  # (once per step: not again after a batch that made none, nor before the first)
 

@@ -116,7 +116,7 @@ class TrackerCallback(Callback):
     during_lr_find = False
     def __init__(self,
                  monitor: str = 'valid/loss', # the storage name to watch
-                 mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error')
+                 mode: str = 'auto', # 'min', 'max', or 'auto' (the name says: `auto_mode`)
                  min_delta: float = 0., # how much better counts as better
                 ):
         if mode not in ('min', 'max', 'auto'): raise ValueError(f"mode must be 'min', 'max' or 'auto', got {mode!r}.")
@@ -126,7 +126,9 @@ class TrackerCallback(Callback):
         self.best, self.wait = None, 0
         self._label = None  # the panel widget, in a notebook
 
-    def before_fit(self): check_monitor(self.learn, self.monitor, type(self).__name__)
+    def before_fit(self):
+        check_monitor(self.learn, self.monitor, type(self).__name__)
+        if self.learn.fit_kind == 'fit': self.best, self.wait = None, 0  # a new fit starts afresh; `resume` goes on
 
     def after_validate(self):
         learn = self.learn
@@ -160,7 +162,7 @@ class EarlyStopping(TrackerCallback):
     "Stop the fit after `patience` validations without improvement of `monitor`."
     def __init__(self,
                  monitor: str = 'valid/loss', # the storage name to watch
-                 mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error')
+                 mode: str = 'auto', # 'min', 'max', or 'auto' (the name says: `auto_mode`)
                  min_delta: float = 0., # how much better counts as better (a number >= 0)
                  patience: int = 1, # validations without improvement before stopping (a whole number >= 1)
                  print_fn=None, # where the message goes besides the fit's end line (which says it: `fit_status`)
@@ -180,7 +182,7 @@ class ReduceLROnPlateau(TrackerCallback):
     "Divide the learning rate by `factor` after `patience` validations without improvement of `monitor`."
     def __init__(self,
                  monitor: str = 'valid/loss', # the storage name to watch
-                 mode: str = 'auto', # 'min', 'max', or 'auto' (min for names with 'loss' or 'error')
+                 mode: str = 'auto', # 'min', 'max', or 'auto' (the name says: `auto_mode`)
                  min_delta: float = 0., # how much better counts as better (a number >= 0)
                  patience: int = 1, # validations without improvement before each reduction (a whole number >= 1)
                  factor: float = 10., # the lr is divided by it (a number > 1)
