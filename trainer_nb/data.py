@@ -91,6 +91,9 @@ class DataLoaders:
 
     def one_batch(self):
         "The training loader's first batch, to look at (torch's random streams are left as they were: a fit's order is not moved)."
+        if gives_batches_once(self.train):
+            raise TypeError(f"The train loader is a {type(self.train).__name__}, which gives its batches once: one_batch "
+                            "would take its first batch away from the fit. Look at a batch before making the loader.")
         with torch.random.fork_rng(devices=[]): return next(iter(self.train))
 
     def __repr__(self):
