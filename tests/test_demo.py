@@ -104,7 +104,8 @@ def test_ctrl_c_then_resume_ends_with_the_same_weights(uninterrupted, tmp_path):
     assert [r[0] for r in epoch_rows(out) + epoch_rows(resumed.stdout)] == [str(i) for i in range(1, 21)]
     final, expected = model_weights(run, 'final'), model_weights(reference, 'final')
     assert list(final) == list(expected)
-    assert [k for k in final if not torch.equal(final[k], expected[k])] == []  # bit for bit
+    where = [l for l in out.splitlines() if 'stopped at' in l]  # (said if it fails: where the stop was, and its state)
+    assert [k for k in final if not torch.equal(final[k], expected[k])] == [], (where, stopped, resumed.stdout[-600:])  # bit for bit
     state = torch.load(run / 'checkpoints' / 'final.pt', weights_only=True)['fit_state']
     assert (state['stop_reason'], state['step']) == ('completed', 20 * 23)
 
