@@ -18,7 +18,7 @@ from .callback.core import (DISPLAY_CALLBACKS, Callback, Callbacks, CancelBackwa
                                       CancelValidException, as_callback_list, show_loop)
 from .callback.liveplot import LivePlotCallback, check_compare
 from .callback.micro import backward_in_parts
-from .callback.outputs import get_preds, loader_at, predict, sample_losses
+from .callback.outputs import get_preds, loader_at, predict, sample_losses, summary
 from .callback.panel import ControlPanelCallback
 from .callback.progress import ProgressCallback
 from .callback.recorder import Recorder, Throughput, WriterCallback
@@ -298,6 +298,7 @@ class Learner:
     checkpoint_path = checkpoint_path
     plan_fit = plan_fit  # the state of a new fit, checked: what `run` takes (chapter `fit`)
     get_preds, predict, sample_losses = gathered_preds(get_preds), predict, sample_losses  # (`callback.outputs`)
+    summary = summary  # each layer's output shape and parameters on a batch (`callback.outputs`)
     lr_find, fit_one_cycle = on_all_processes(lr_find), fit_one_cycle  # the lr finder, fits with a schedule
     fit_flat_cos, fit_warmup_cos = fit_flat_cos, fit_warmup_cos
     set_comm = set_comm  # one of several processes (`distributed`)

@@ -171,7 +171,6 @@ FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does i
     'freeze': _UNFREEZE, 'unfreeze': _UNFREEZE, 'freeze_to': _UNFREEZE,
     'to_fp16': "add MixedPrecision(torch.float16) to the callbacks: Learner(..., cbs=[MixedPrecision(torch.float16)])",
     'to_bf16': "add MixedPrecision() (bfloat16) to the callbacks: Learner(..., cbs=[MixedPrecision()])",
-    'summary': "print(learn.model) shows its layers; each fit's run.json has its parameter counts, all and trainable",
     'show_training_loop': "learn.show_loop() prints the loop's events and the callbacks that run at each",
     'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
     # and the attributes a fastai callback reads

@@ -16,14 +16,14 @@ import torch
 from torch import nn
 
 from .core import Callback
-from ..core import add_note
+from ..core import add_note, to_device
 from ..files import atomic_save, atomic_write
 from ..data import in_dataset_order
-from ..parts import predictions
+from ..parts import call_model, predictions, refuse_nested, split_batch
 
 # %% auto #0
 __all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'check_alike', 'GatherPreds', 'loader_at', 'get_preds',
-           'predict', 'SaveOutputs', 'IterationTimer']
+           'predict', 'PlainText', 'layer_rows', 'summary', 'SaveOutputs', 'IterationTimer']
 
 # %% ../../nbs/15_callback.outputs.ipynb #e6b146bc
 def detach_cpu(x, as_float: bool = False):
@@ -157,6 +157,61 @@ def predict(learn, item) -> torch.Tensor:
                                     "output: {k: v[0] for k, v in enc.items()}), or the batch to learn.get_preds([batch]).)")
         raise
     return preds[0]
+
+# %% ../../nbs/15_callback.outputs.ipynb #95a33ebd
+class PlainText(str):
+    "Text that a notebook shows as it is (its repr is the text itself), as `learn.summary()` returns it."
+    def __repr__(self) -> str: return str(self)
+
+def _shape(out) -> str:
+    "What a layer gave, as a shape: `64 x 128` for a tensor, the first tensor's of a tuple, `logits`' of a model output."
+    if isinstance(out, Mapping) and 'logits' in out: out = out['logits']
+    if isinstance(out, (tuple, list)) and out: out = out[0]
+    return ' x '.join(map(str, out.shape)) if isinstance(out, torch.Tensor) else type(out).__name__
+
+def layer_rows(model: nn.Module, # the model, called on `xb`
+               xb: tuple | dict, # a batch's inputs (`split_batch`)
+              ) -> list[tuple[str, str, int, bool]]:
+    "Each call of a layer without sublayers on `xb`: (its type, its output's shape, its own parameters, whether they train)."
+    rows, handles = [], []
+    def record(module, args, out):
+        params = list(module.parameters(recurse=False))
+        rows.append((type(module).__name__, _shape(out), sum(p.numel() for p in params),
+                     any(p.requires_grad for p in params)))
+    modes = {m: m.training for m in model.modules()}
+    try:
+        for m in model.modules():
+            if not any(True for _ in m.children()): handles.append(m.register_forward_hook(record))
+        model.eval()
+        with torch.no_grad(): call_model(model, xb)
+    finally:
+        for h in handles: h.remove()
+        for m, training in modes.items(): m.training = training
+    return rows
+
+def summary(learn) -> PlainText:
+    "fastai's `learn.summary()`: each layer's output shape and parameters on the training loader's first batch, the totals, the optimizer, loss and callbacks."
+    refuse_nested(learn.in_fit, 'summary')
+    batch = learn.dls.one_batch()
+    xb, _ = split_batch(to_device(batch, learn.device), learn.target_key)
+    try: rows = layer_rows(learn.model, xb)
+    except Exception as e:
+        raise add_note(e, "(learn.summary() calls the model on the inputs of the training loader's first batch, as a "
+                          "fit does without a train_step: a model that takes them otherwise cannot be summarised)")
+    table = [('Layer', 'Output shape', 'Param #', 'Trainable')] + [
+        (kind, shape, f"{n:,}" if n else '', ('yes' if trains else 'no') if n else '') for kind, shape, n, trains in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(4)]
+    lines = ['  '.join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
+    lines.insert(1, '  '.join('-' * w for w in widths))
+    params = list(learn.model.parameters())
+    total, trains = sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
+    loss = learn.loss_func if learn.train_step is None else learn.train_step
+    loss = "the model's own (its output's loss)" if loss is None else getattr(loss, '__name__', type(loss).__name__)
+    lines += ['', f"Total params: {total:,}; trainable: {trains:,}; frozen: {total - trains:,}",
+              f"Optimizer: {type(learn.opt).__name__}, lr {learn.lr:g}",
+              f"Loss: {loss}" + (' (train_step)' if learn.train_step else ''),
+              f"Callbacks: {', '.join(type(cb).__name__ for cb in learn.cbs) or 'none'}"]
+    return PlainText('\n'.join(lines))
 
 # %% ../../nbs/15_callback.outputs.ipynb #52ad964c
 class SaveOutputs(Callback):
