@@ -192,9 +192,13 @@ def layer_rows(model: nn.Module, # the model, called on `xb`
 def summary(learn) -> PlainText:
     "fastai's `learn.summary()`: each layer's output shape and parameters on the training loader's first batch, the totals, the optimizer, loss and callbacks."
     refuse_nested(learn.in_fit, 'summary')
+    model = learn.raw_model  # (without DDP's wrapper: its forward would meet the other processes, which are not calling)
+    if any(type(p).__name__ == 'DTensor' for p in model.parameters()):
+        raise RuntimeError("learn.summary() runs the model in this process alone, and a sharded model's layers gather "
+                           "their parameters from every process: summarise it in one process, before it is sharded.")
     batch = learn.dls.one_batch()
     xb, _ = split_batch(to_device(batch, learn.device), learn.target_key)
-    try: rows = layer_rows(learn.model, xb)
+    try: rows = layer_rows(model, xb)
     except Exception as e:
         raise add_note(e, "(learn.summary() calls the model on the inputs of the training loader's first batch, as a "
                           "fit does without a train_step: a model that takes them otherwise cannot be summarised)")
@@ -203,7 +207,7 @@ def summary(learn) -> PlainText:
     widths = [max(len(r[i]) for r in table) for i in range(4)]
     lines = ['  '.join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
     lines.insert(1, '  '.join('-' * w for w in widths))
-    params = list(learn.model.parameters())
+    params = list(model.parameters())
     total, trains = sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
     loss = learn.loss_func if learn.train_step is None else learn.train_step
     loss = "the model's own (its output's loss)" if loss is None else getattr(loss, '__name__', type(loss).__name__)
