@@ -326,7 +326,7 @@ def in_dataset_order(dl, # a training loader the learner prepared (`learn.dls.tr
     batches = resumable_batches(dl)
     if batches is None: return dl  # (a list of batches, an iterable dataset: in the order they come)
     ordered = _rebuild(dl, batch_size=batches.batch_size, drop_last=False, sampler=SequentialSampler(dl.dataset))
-    return shard_loader(ordered, comm.rank, comm.world_size, train=False)
+    return ordered if comm.world_size == 1 else shard_loader(ordered, comm.rank, comm.world_size, train=False)
 
 # %% ../nbs/03a_data.ipynb #863469cf
 def step_samples(dl, local: int, world_size: int, offset: int) -> int:

@@ -165,6 +165,10 @@ class HistoryBuffer:
         return f"HistoryBuffer(count={self.count}, kept={len(self)}, max_length={self.max_length})"
 
 # %% ../nbs/01_events.ipynb #a2f5fb0b
+def _hint_changed(name: str, first: bool) -> ValueError:
+    "The error for a scalar logged again with another smoothing hint than its first (`first`)."
+    return ValueError(f"Scalar {name!r} was first logged with smoothing_hint={first}; log it with the same hint every time.")
+
 def _bad_name(name) -> Exception:
     "The error for a `put_scalar` name that is not a non-empty string."
     error = ValueError if isinstance(name, str) else TypeError
@@ -247,9 +251,7 @@ class EventStorage:
         if history is None:
             history = self._histories[name] = HistoryBuffer(self.max_length)
             self._hints[name] = smoothing_hint
-        elif self._hints[name] != smoothing_hint:
-            raise ValueError(f"Scalar {name!r} was first logged with smoothing_hint={self._hints[name]}; "
-                             "log it with the same hint every time.")
+        elif self._hints[name] != smoothing_hint: raise _hint_changed(name, self._hints[name])
         return history
 
     def put_scalars(self, *, smoothing_hint: bool = True, cur_iter: int | None = None, **scalars):
@@ -317,8 +319,7 @@ class EventStorage:
     def _add_to_pool(self, name: str, value, smoothing_hint: bool, it: int):
         "Add `value` to the mean of the full `name` that `mean_scope` puts at its end."
         total, n, hint, _ = self._pool.get(name, (0., 0, smoothing_hint, it))
-        if hint != smoothing_hint:
-            raise ValueError(f"Scalar {name!r} was first logged with smoothing_hint={hint}; log it with the same hint every time.")
+        if hint != smoothing_hint: raise _hint_changed(name, hint)
         self._pool[name] = (total + value, n + 1, hint, it)
 
     def __enter__(self):

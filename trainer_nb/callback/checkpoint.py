@@ -146,7 +146,8 @@ class CheckpointCallback(PeriodicCheckpoints):
         super().after_fit()  # (`last`: the fit's end, whatever is loaded now)
         if self.load_best and self.learn.stop_reason == 'completed' and self.best_path is not None:
             wait_for_save(self.learn)
-            if self.best_path.is_file() or is_sharded_checkpoint(self.best_path): _load_weights(self.learn, self.best_path)
+            if self.best_path.is_file() or is_sharded_checkpoint(self.best_path):
+                _load_weights(self.learn, self.best_path, keep=False)  # (no copy of the end weights: `last` has them)
 
     def _swap_back(self):
         if self._weights is not None: load_model_state(self.learn.raw_model, *self._weights)
@@ -164,19 +165,19 @@ class CheckpointCallback(PeriodicCheckpoints):
         self.best, self.best_path = state['best'], None if state.get('best_path') is None else Path(state['best_path'])
 
 # %% ../../nbs/06a_callback.checkpoint.ipynb #5d9d9974
-def _load_weights(learn, path: Path) -> tuple[dict, list]:
-    "Load the model weights of checkpoint `path` into the learner; return those it had (what the file replaced)."
+def _load_weights(learn, path: Path, keep: bool = True) -> tuple[dict, list] | None:
+    "Load the model weights of checkpoint `path` into the learner; return those it had (what the file replaced), if `keep`."
     model = learn.raw_model
     if path.is_dir():  # a sharded checkpoint (`ShardedTrainer`): each process swaps its shards
-        weights = {k: v.clone() for k, v in model_state(model).items()}
+        weights = {k: v.clone() for k, v in model_state(model).items()} if keep else None
         learn.load_sharded(path, weights_only_model=True)
-        return weights, []
+        return (weights, []) if keep else None
     state = load_checkpoint(path, map_location=learn.device)
     check_learner_state(learn, state, weights_only_model=True)  # (its frozen part is this model's)
     kept = list(state.get('frozen') or ())  # (frozen parameters the file only fingerprints: not copied, not loaded)
-    weights = {k: v.clone() for k, v in model_state(model).items() if k not in kept}
+    weights = {k: v.clone() for k, v in model_state(model).items() if k not in kept} if keep else None
     load_model_state(model, state['model'], keep=kept)
-    return weights, kept
+    return (weights, kept) if keep else None
 
 def finite_weights(learn) -> bool:
     "Whether the learner's weights may be saved as a checkpoint of the fit: none holds a NaN or an infinity (else say so)."

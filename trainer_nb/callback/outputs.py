@@ -181,7 +181,7 @@ def layer_rows(model: nn.Module, # the model, called on `xb`
     modes = {m: m.training for m in model.modules()}
     try:
         for m in model.modules():
-            if not any(True for _ in m.children()): handles.append(m.register_forward_hook(record))
+            if next(m.children(), None) is None: handles.append(m.register_forward_hook(record))
         model.eval()
         with torch.no_grad(): call_model(model, xb)
     finally:
