@@ -27,10 +27,10 @@ from .saved_state import (CheckpointError, check_frozen, check_optimizer_state, 
 from .state import FitState, callback_keys, fit_callback_keys, rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['FORMAT', 'learner_state', 'learner_extras', 'own_callbacks', 'pending_grads', 'nonfinite_weights',
-           'check_learner_state', 'not_a_checkpoint', 'restore_learner', 'restore_extras', 'restore_tracked',
-           'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart', 'is_sharded_checkpoint', 'publish',
-           'link_folder', 'remove_checkpoint', 'BackgroundSave', 'wait_for_save', 'poll_save', 'snapshot',
+__all__ = ['FORMAT', 'SHARDED_WITH_OPT', 'learner_state', 'weights_state', 'learner_extras', 'own_callbacks', 'pending_grads',
+           'nonfinite_weights', 'check_learner_state', 'not_a_checkpoint', 'restore_learner', 'restore_extras',
+           'restore_tracked', 'warn_unclaimed', 'rebuild_callbacks', 'callbacks_after_restart', 'is_sharded_checkpoint',
+           'publish', 'link_folder', 'remove_checkpoint', 'BackgroundSave', 'wait_for_save', 'poll_save', 'snapshot',
            'save_in_background', 'checkpoint_io', 'collective_checkpoints', 'checkpoint_path', 'save_learner',
            'find_checkpoint', 'checkpoint_names', 'missing_checkpoint', 'load_learner']
 
@@ -39,8 +39,12 @@ FORMAT = 'trainer_nb.checkpoint/3'  # 3: the frozen parameters fingerprinted ('f
 
 def learner_state(learn) -> dict:
     "Everything needed to continue: model, optimizer, callbacks, storage, fit state, data position, RNG states."
+    return {**weights_state(learn), 'opt': learn.opt.state_dict(), **learner_extras(learn)}
+
+def weights_state(learn) -> dict:
+    "The model's part of `learner_state` alone, what `save(..., with_opt=False)` writes: what trains, and the frozen parameters' fingerprints."
     values, frozen = saved_model_state(learn.raw_model, learn.full_checkpoints)
-    return {'format': FORMAT, 'model': values, 'frozen': frozen, 'opt': learn.opt.state_dict(), **learner_extras(learn)}
+    return {'format': FORMAT, 'model': values, 'frozen': frozen}
 
 def learner_extras(learn) -> dict:
     "The learner's part of a checkpoint, all but the model and the optimizer: callbacks, storage, fit state, RNG..."
@@ -88,8 +92,8 @@ def check_learner_state(learn, state, weights_only_model: bool = False):
     check_frozen(learn.raw_model, frozen)
     if weights_only_model: return
     lacks = [k for k in ('opt', 'callbacks', 'fit_callbacks', 'storage', 'fit_state', 'rng') if k not in state]
-    if lacks: raise CheckpointError(f"The checkpoint has no {', '.join(lacks)}: it holds weights only. "
-                                    "Load it with load(..., weights_only_model=True).")
+    if lacks: raise CheckpointError(f"The checkpoint has no {', '.join(lacks)}: it holds weights only "
+                                    "(save(..., with_opt=False) writes such a file). Load it with load(..., with_opt=False).")
     check_optimizer_state(learn.opt, state['opt'])
 
 def not_a_checkpoint(state, # what the file held, without a 'model' entry
@@ -257,11 +261,12 @@ def snapshot(obj, reuse=None):
         return type(obj)(snapshot(v, r) for v, r in zip(obj, reuse))
     return copy.deepcopy(obj)
 
-def save_in_background(learn, path: Path, then=None) -> Path:
-    "Copy `learn`'s state to CPU memory now (the loop waits for that only), then write it to `path` in a thread."
+def save_in_background(learn, path: Path, then=None, with_opt: bool = True) -> Path:
+    "Copy `learn`'s state (`with_opt=False`: its weights) to CPU memory now (the loop waits for that only), then write it to `path` in a thread."
     t0 = time.perf_counter()
     wait_for_save(learn)  # one at a time: the copy of the last save is free again, and is filled anew
-    state = learn.save_buffers = snapshot(learn.state_dict(), getattr(learn, 'save_buffers', None))
+    if with_opt: state = learn.save_buffers = snapshot(learn.state_dict(), getattr(learn, 'save_buffers', None))
+    else: state = snapshot(weights_state(learn))  # (the whole state's copy is kept for the next whole save)
     label = f"{path.relative_to(learn.path)} (step {learn.step})"
     def write():
         atomic_save(state, path)
@@ -289,15 +294,18 @@ def checkpoint_path(learn, name: str) -> Path:
 def save_learner(learn, name: str = 'last',
                  background: bool = False, # copy the state to CPU memory now, write it in a thread (`BackgroundSave`)
                  then=None, # `then(path)`, called (in process 0) once the checkpoint is complete
+                 with_opt: bool = True, # False: the model's weights only (fastai's `with_opt`): a smaller file, that no fit resumes from
                 ) -> Path:
     "Save a checkpoint atomically as `<path>/checkpoints/<name>.pt`, and return that path (process 0 only writes)."
     io = checkpoint_io(learn)
-    if io is not None: return io.save_checkpoint(name, background, then)  # (every process writes its shards)
+    if io is not None:  # (every process writes its shards)
+        if not with_opt: raise ValueError(SHARDED_WITH_OPT)
+        return io.save_checkpoint(name, background, then)
     path = learn.checkpoint_path(name)
     if learn.comm.rank != 0: return path
-    if background: return save_in_background(learn, path, then)
+    if background: return save_in_background(learn, path, then, with_opt)
     wait_for_save(learn)  # (one save at a time: a background one first)
-    atomic_save(learn.state_dict(), path)
+    atomic_save(learn.state_dict() if with_opt else weights_state(learn), path)
     if then is not None: then(path)
     learn.last_checkpoint = f"{path.relative_to(learn.path)} (step {learn.step})"
     return path
@@ -328,8 +336,16 @@ def missing_checkpoint(learn, name_or_path) -> FileNotFoundError:
             else f"There is no checkpoint in {folder} yet: learn.save(name) writes one, and a fit that stops writes 'last'.")
     return FileNotFoundError(f"No checkpoint at {where}. {here}")
 
-def load_learner(learn, name_or_path, weights_only_model: bool = False):
+SHARDED_WITH_OPT = ("save(..., with_opt=False) is not taken by a sharded learner, whose checkpoint is a folder of "
+                    "every process's shards: save it whole, learn.save(name), and read its weights alone with "
+                    "learn.load(name, with_opt=False).")
+
+def load_learner(learn, name_or_path,
+                 weights_only_model: bool = False, # load the model's weights only: not the optimizer, callbacks, fit state...
+                 with_opt: bool = True, # False: the same, as fastai names it
+                ):
     "Load a checkpoint saved by `save`, by path or by name in the run folder (read with `weights_only=True`)."
+    weights_only_model = weights_only_model or not with_opt
     wait_for_save(learn)  # (a checkpoint being written is complete before anything is read)
     path = find_checkpoint(learn, name_or_path)
     if path.is_dir():  # a sharded checkpoint: into any number of processes, or one without a process group

@@ -38,7 +38,7 @@ from .loop import Loop, check_tracked, make_loop
 from .memory import move_learner
 from .metrics import ValidationTally, as_metrics
 from .oom import CANNOT_STOP_VALIDATION, OutOfMemory
-from .optimizer import make_optimizer, scaled_step, set_lr
+from .optimizer import make_optimizer, scaled_step, set_lr, set_wd
 from .parts import (FROM_FASTAI, batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, compiled, model_loss, nan_guard_for, predictions,
@@ -174,6 +174,7 @@ class Learner:
             n_epochs: int | None = None, # train for this many epochs...
             lr: float | None = None, # the lr of this fit and the next ones, as `learn.lr = lr` sets it: `fit(5, 1e-3)`
             *,
+            wd: float | None = None, # the weight decay of this fit and the next ones (each group's, `set_wd`): fastai's `wd`
             n_steps: int | None = None, # ...or for this many optimizer steps, across epoch boundaries
             eval_every: int | None = None, # validate every this many optimizer steps
             cbs=None, # callbacks for this fit only
@@ -186,13 +187,14 @@ class Learner:
         check_fit_length(n_epochs, n_steps, eval_every)  # (before `long_fit` compares them)
         if time_limit is not None or resume is not None:  # (handed over to the chapter `callback.long_runs`)
             start = lambda: Learner.fit.__wrapped__(self, n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=cbs,
-                                                    lr=lr, compare=compare)
+                                                    lr=lr, wd=wd, compare=compare)
             return long_fit(self, start, as_callback_list(cbs), n_epochs, n_steps, time_limit, resume)
         check_metrics_loaders(self.metrics, self.dls)
         cbs = as_callback_list(cbs)
         state = self.plan_fit(n_epochs, n_steps, eval_every, cbs)
         if compare is not None: state.plan['compare'] = check_compare(compare, [*self.cbs, *cbs])
         if lr is not None: self.lr = lr  # (and the next fits': as `learn.lr = lr`)
+        if wd is not None: set_wd(self.opt, wd)  # (kept by the optimizer: the next fits', and saved in checkpoints)
         for _ in self.run(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
 
     @on_all_processes

@@ -19,11 +19,11 @@ from .core import BatchMessage, add_note, find_bs, unwrap_model
 
 # %% auto #0
 __all__ = ['COMPILE_DEFAULTS', 'FROM_FASTAI', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'slice_message', 'check_lr',
-           'check_device', 'check_parts', 'check_forward', 'compiled', 'check_target_key', 'check_metrics_loaders',
-           'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'takes_args', 'batch_size', 'check_loss',
-           'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note',
-           'predictions', 'describe_output', 'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard',
-           'nan_guard_for']
+           'check_wd', 'check_device', 'check_parts', 'check_forward', 'compiled', 'check_target_key',
+           'check_metrics_loaders', 'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'takes_args',
+           'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict',
+           'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'skips_on_device', 'nonfinite_message',
+           'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -58,6 +58,12 @@ def check_lr(lr) -> float:
     value = _real(lr)
     if value is None or not 0 <= value < float('inf'):
         raise ValueError(f"lr must be a finite number >= 0, got {lr!r}.")
+    return value
+
+def check_wd(wd) -> float:
+    "`wd`, a weight decay, as a float, if it is a finite number >= 0; a numpy or one-element tensor too."
+    value = _real(wd)
+    if value is None or not 0 <= value < float('inf'): raise ValueError(f"wd must be a finite number >= 0, got {wd!r}.")
     return value
 
 def check_device(device,
@@ -164,16 +170,22 @@ _UNFREEZE = ("set requires_grad on the part to freeze or unfreeze, e.g. model.bo
 FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does it here
     'export': ("trainer_nb saves no pickled learner (loading a pickle runs code from the file): learn.save('final') "
                "writes a checkpoint that learn.load reads with weights_only=True; in another process, build the same "
-               "model and Learner, then learn.load(path). The weights alone: torch.save(learn.raw_model.state_dict(), path)"),
+               "model and Learner, then learn.load(path). The weights alone: learn.save('final', with_opt=False), or, for use without "
+               "trainer_nb, torch.save(learn.raw_model.state_dict(), path)"),
     'fine_tune': ("freeze the pretrained body (body.requires_grad_(False)), learn.fit_one_cycle(1) for the head, "
                   "unfreeze it (body.requires_grad_(True)), then learn.fit_one_cycle(n, lr_max) again: the second fit "
                   "adds the body to the optimizer"),
     'freeze': _UNFREEZE, 'unfreeze': _UNFREEZE, 'freeze_to': _UNFREEZE,
     'to_fp16': "add MixedPrecision(torch.float16) to the callbacks: Learner(..., cbs=[MixedPrecision(torch.float16)])",
     'to_bf16': "add MixedPrecision() (bfloat16) to the callbacks: Learner(..., cbs=[MixedPrecision()])",
+    'to_fp32': "remove the MixedPrecision callback: learn.remove_cb(MixedPrecision)",
     'show_training_loop': "learn.show_loop() prints the loop's events and the callbacks that run at each",
+    'no_mbar': "with learn.no_bar(): trains without the progress bars, live plot and control panel",
+    'no_logging': "with learn.no_bar(): trains without the progress table and bars (metrics.json is still written)",
     'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
     # and the attributes a fastai callback reads
+    'wd': ("the weight decay is the optimizer's, each parameter group's (learn.opt.param_groups[0]['weight_decay']): "
+           "fit(..., wd=0.1) and fit_one_cycle(..., wd=0.1) set it"),
     'n_epoch': "learn.n_epochs is the fit's epochs (None for a fit of n_steps)",
     'train_iter': "learn.step counts the optimizer steps of all fits; learn.fit_state.fit_steps those of this fit",
     'n_iter': "len(learn.dl) is the running phase's batches (learn.fit_state.steps_per_epoch: a training epoch's steps)",

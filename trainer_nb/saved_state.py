@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .optimizer import LR_SCALE
+from .optimizer import LR_SCALE, WD_SCALE
 
 # %% auto #0
 __all__ = ['IMPLEMENTATION', 'CheckpointError', 'load_checkpoint', 'check_state_keys', 'plain_key', 'model_state', 'frozen_keys',
@@ -171,7 +171,7 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
         if len(group['params']) != len(s['params']):
             raise CheckpointError(f"Parameter group {i} of the checkpoint's optimizer has {len(s['params'])} "
                                   f"parameters, this one has {len(group['params'])}. {fix}")
-        lacks = sorted(set(group) - set(s) - _FILLED_BY_TORCH - {LR_SCALE})  # (a checkpoint from before the scales)
+        lacks = sorted(set(group) - set(s) - _FILLED_BY_TORCH - {LR_SCALE, WD_SCALE})  # (a checkpoint from before the scales)
         if lacks:
             raise CheckpointError(f"The checkpoint's optimizer is not {_a(type(opt).__name__)}: its settings lack "
                                   f"{', '.join(lacks)} (it was saved with another opt_func). {fix}")
@@ -186,11 +186,12 @@ def check_optimizer_state(opt: torch.optim.Optimizer, saved: dict):
 IMPLEMENTATION = ('fused', 'foreach', 'capturable', 'differentiable')  # how an optimizer computes, not what it learned
 
 def own_implementation(opt: torch.optim.Optimizer, saved_groups: list) -> list:
-    "`saved_groups` (an optimizer state's `param_groups`) with `opt`'s own `IMPLEMENTATION` settings, and its `LR_SCALE` where they lack one."
+    "`saved_groups` (an optimizer state's `param_groups`) with `opt`'s own `IMPLEMENTATION` settings, and its scales (`LR_SCALE`, `WD_SCALE`) where they lack them."
     merged = [{**saved, **{k: group[k] for k in IMPLEMENTATION if k in group}}
               for saved, group in zip(saved_groups, opt.param_groups)]
-    for group, saved in zip(opt.param_groups, merged):  # (a checkpoint from before the groups' lr scales has none)
-        if LR_SCALE in group: saved.setdefault(LR_SCALE, group[LR_SCALE])
+    for group, saved in zip(opt.param_groups, merged):  # (a checkpoint from before the groups' scales has none)
+        for scale in (LR_SCALE, WD_SCALE):
+            if scale in group: saved.setdefault(scale, group[scale])
     return merged
 
 def load_optimizer_state(opt: torch.optim.Optimizer, saved: dict):

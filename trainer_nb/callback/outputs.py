@@ -135,13 +135,19 @@ def get_preds(learn,
               with_loss: bool = False, # also return the loss of each sample
               with_input: bool = False, # also return the inputs (first)
               ds_idx: int | None = None, # instead of `dl`, one of the learner's sets, as fastai numbers them: 0 training, 1 validation, 2 test
+              act=None, # a function of the predictions, e.g. `lambda p: p.softmax(-1)` (default: the model's outputs as they are)
              ) -> tuple:
     "`(preds, targets)` over `dl`, concatenated, on the CPU; `(inputs, preds, targets, losses)` with both options."
+    if act is not None and not callable(act):
+        raise TypeError(f"act must be a function of the predictions, e.g. act=lambda p: p.softmax(-1); got {act!r}.")
     if ds_idx is not None: dl = loader_at(learn, ds_idx, dl)
     gather = GatherPreds(with_loss=with_loss, with_input=with_input)
     gather.check(learn)
     with learn.added_cbs(gather): learn.evaluate(dl, split='preds')
-    return gather.result()
+    result = gather.result()
+    if act is None: return result
+    at = 1 if with_input else 0  # (where the predictions are in the tuple)
+    return (*result[:at], act(result[at]), *result[at + 1:])
 
 def predict(learn, item) -> torch.Tensor:
     "The model's prediction for one item (an input, or a dict of inputs, without its batch dimension), on the CPU."

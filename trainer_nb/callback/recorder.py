@@ -126,18 +126,22 @@ class Recorder(Callback):
         storage = self.learn.storage
         if 'train/loss' not in storage.histories():
             raise RuntimeError("No training loss to plot yet: plot_loss draws the losses a fit logged; learn.fit(...) first.")
-        import matplotlib
-        where = frontend()  # 'jupyter', 'marimo', or None: a terminal, a script
-        if where is None: matplotlib.use('Agg', force=False)
-        import matplotlib.pyplot as plt
+        plt, where = _pyplot()
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(*_curve(storage, 'train/loss', smooth=True, skip=skip_start), label='train')
         if with_valid and 'valid/loss' in storage.histories(): ax.plot(*_curve(storage, 'valid/loss'), 'o-', label='valid')
         ax.set_xlabel('step'); ax.set_ylabel('loss'); ax.legend()
-        path = self.learn.path / 'loss.png' if where is None else None
-        show_figure(fig, 'loss', path, where)
-        if path is not None: print(f"plot_loss: the curve is in {path}", flush=True)
-        plt.close(fig)
+        _show_plot(self.learn, plt, fig, 'loss', where)
+
+    def plot_sched(self):
+        "The lr of each step (of scale 1: each group's is it times its scale), as fastai's: in the cell; in a terminal, `<path>/sched.png`."
+        if 'lr' not in self.learn.storage.histories():
+            raise RuntimeError("No lr to plot yet: plot_sched draws the lr a fit logged; learn.fit(...) first.")
+        plt, where = _pyplot()
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(*_curve(self.learn.storage, 'lr'))
+        ax.set_xlabel('step'); ax.set_ylabel('lr')
+        _show_plot(self.learn, plt, fig, 'sched', where)
 
     # fastai's names for what a fit logged: read from the storage (the Recorder keeps nothing more)
     losses = property(lambda self: _logged(self.learn.storage, 'train/loss'),
@@ -154,6 +158,21 @@ class Recorder(Callback):
     def values(self) -> list[list]:
         "A row in the columns of `metric_names` for each validation of the learner's fits (for each epoch, without one), as fastai's."
         return table_rows(self.learn.storage, self.metric_names)
+
+def _pyplot():
+    "matplotlib's pyplot, and where a figure goes (`frontend()`): in a terminal, drawn without a window (Agg)."
+    import matplotlib
+    where = frontend()  # 'jupyter', 'marimo', or None: a terminal, a script
+    if where is None: matplotlib.use('Agg', force=False)
+    import matplotlib.pyplot as plt
+    return plt, where
+
+def _show_plot(learn, plt, fig, name: str, where):
+    "Show `fig` in the cell; in a terminal, write it to `<path>/<name>.png` and say so. Then close it."
+    path = learn.path / f'{name}.png' if where is None else None
+    show_figure(fig, name, path, where)
+    if path is not None: print(f"plot_{name}: the curve is in {path}", flush=True)
+    plt.close(fig)
 
 def _logged(storage, name: str) -> list[float]:
     "The values of `name` in `storage`, oldest first (none if it was never logged)."

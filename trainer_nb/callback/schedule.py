@@ -18,7 +18,7 @@ from ..core import CELL_ENDS, FitInterrupted, MovingAverage
 from ..data import resumable_batches
 from ..display import frontend, png_html, show_figure
 from ..events import EventStorage
-from ..optimizer import LR_SCALE, set_lr
+from ..optimizer import LR_SCALE, WD_SCALE, set_lr
 from ..parts import refuse_nested, slice_message
 from ..fit import check_fit_length
 from ..state import rng_states, set_rng_states
@@ -76,7 +76,7 @@ def combined_cos(pct_start: float, start: float, middle: float, end: float) -> S
 # %% ../../nbs/07_callback.schedule.ipynb #cf622fea
 def _set_hyper(group: dict, name: str, value: float):
     if name == 'lr': group['lr'] = value * group.get(LR_SCALE, 1.)  # (a group with its own lr keeps its ratio: `optimizer`)
-    elif name == 'wd': group['weight_decay'] = value
+    elif name == 'wd': group['weight_decay'] = value * group.get(WD_SCALE, 1.)  # (a group without decay keeps none: `set_wd`)
     elif name == 'beta2': group['betas'] = (group['betas'][0], value)
     elif name == 'mom':
         if 'betas' in group: group['betas'] = (value, group['betas'][1])
@@ -165,34 +165,34 @@ def _check_pct(value, name: str) -> float:
 def fit_one_cycle(learn, n_epochs: int | None = None, lr_max: float | None = None, *, n_steps: int | None = None,
                   eval_every: int | None = None, div: float = 25., div_final: float = 1e5, pct_start: float = 0.25,
                   moms: tuple | None = (0.95, 0.85, 0.95), cbs=None,
-                  compare=None, time_limit=None, resume: str | None = None):
+                  wd: float | None = None, compare=None, time_limit=None, resume: str | None = None):
     "Train with the 1cycle policy: warm the lr up from `lr_max/div` to `lr_max`, then anneal it to `lr_max/div_final`."
     check_fit_length(n_epochs, n_steps, eval_every, method='fit_one_cycle')  # (the error names what was called)
     lr_max = _check_positive(learn.lr if lr_max is None else lr_max, 'lr_max')
     sched = one_cycle_scheduler(lr_max, _check_positive(div, 'div'), _check_positive(div_final, 'div_final'),
                                 _check_pct(pct_start, 'pct_start'), None if moms is None else [float(m) for m in moms])
     learn.fit(n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=[sched, *as_callback_list(cbs)],
-              compare=compare, time_limit=time_limit, resume=resume)
+              wd=wd, compare=compare, time_limit=time_limit, resume=resume)
 
 def fit_flat_cos(learn, n_epochs: int | None = None, lr: float | None = None, *, n_steps: int | None = None,
                  eval_every: int | None = None, pct_start: float = 0.75, div_final: float = 1e5, cbs=None,
-                 compare=None, time_limit=None, resume: str | None = None):
+                 wd: float | None = None, compare=None, time_limit=None, resume: str | None = None):
     "Train at a flat `lr` for `pct_start` of the fit, then anneal it with a cosine to `lr/div_final`."
     check_fit_length(n_epochs, n_steps, eval_every, method='fit_flat_cos')
     sched = flat_cos_scheduler(_check_positive(learn.lr if lr is None else lr, 'lr'), _check_pct(pct_start, 'pct_start'),
                                _check_positive(div_final, 'div_final'))
     learn.fit(n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=[sched, *as_callback_list(cbs)],
-              compare=compare, time_limit=time_limit, resume=resume)
+              wd=wd, compare=compare, time_limit=time_limit, resume=resume)
 
 def fit_warmup_cos(learn, n_epochs: int | None = None, lr: float | None = None, *, n_steps: int | None = None,
                    eval_every: int | None = None, warmup_pct: float = 0.05, div_final: float = 1e5, cbs=None,
-                   compare=None, time_limit=None, resume: str | None = None):
+                   wd: float | None = None, compare=None, time_limit=None, resume: str | None = None):
     "Warm the lr up linearly from 0 to `lr` over `warmup_pct` of the fit, then anneal it with a cosine."
     check_fit_length(n_epochs, n_steps, eval_every, method='fit_warmup_cos')
     sched = warmup_cos_scheduler(_check_positive(learn.lr if lr is None else lr, 'lr'),
                                  _check_pct(warmup_pct, 'warmup_pct'), _check_positive(div_final, 'div_final'))
     learn.fit(n_epochs, n_steps=n_steps, eval_every=eval_every, cbs=[sched, *as_callback_list(cbs)],
-              compare=compare, time_limit=time_limit, resume=resume)
+              wd=wd, compare=compare, time_limit=time_limit, resume=resume)
 
 # %% ../../nbs/07_callback.schedule.ipynb #9a3eb9cc
 class TorchScheduler(Callback):
