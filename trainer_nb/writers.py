@@ -272,7 +272,7 @@ class ConsoleWriter(EventWriter):
 
 # %% ../nbs/01a_writers.ipynb #1f359c32
 class TensorBoardWriter(EventWriter):
-    "Write every new value of every scalar to TensorBoard (needs the `tensorboard` package)."
+    "Write every new value of every scalar, and each new image and histogram, to TensorBoard (needs the `tensorboard` package)."
     def __init__(self,
                  log_dir: str | Path, # the TensorBoard run folder
                  **kwargs, # passed on to `torch.utils.tensorboard.SummaryWriter`
@@ -288,12 +288,17 @@ class TensorBoardWriter(EventWriter):
         self._open = lambda **more: SummaryWriter(str(log_dir), **kwargs, **more)
         self._writer = self._open()
         self.last_step = -1  # the last iteration written: a checkpoint keeps it
+        self._media_seen = 0  # the storage's images and histograms written so far (`Media.count`)
 
     def write(self, storage: EventStorage):
         for name, new in self._new_counts(storage).items():
             for value, it in storage.history(name).recent(new):
                 self._writer.add_scalar(name, value, it)
                 self.last_step = max(self.last_step, it)
+        for _, kind, name, data, it in storage.media.since(self._media_seen):
+            if kind == 'image': self._writer.add_image(name, data, it)
+            else: self._writer.add_histogram_raw(name, global_step=it, **data)
+        self._media_seen = storage.media.count
         self._writer.flush()
 
     def close(self): self._writer.close()
