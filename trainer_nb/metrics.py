@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 
 import torch
 
@@ -18,11 +19,15 @@ __all__ = ['Metric', 'one_number', 'AvgMetric', 'ObjectMetric', 'as_metric', 'as
 
 # %% ../nbs/03_metrics.ipynb #e6037c67
 class Metric:
-    "The protocol the learner uses: `reset()`, `update(preds, targets)`, `compute() -> float`, and a `name`."
+    "The protocol the learner uses: `reset()`, `update(preds, targets)`, `compute()` (a float, or a dict of them), and a `name`."
     name: str = 'metric'
+    keys: list[str] | None = None  # the names of the numbers `compute` returns as a dict (None: one number, `name`)
     def reset(self): raise NotImplementedError
     def update(self, preds, targets): raise NotImplementedError
-    def compute(self) -> float: raise NotImplementedError
+    def compute(self) -> float | dict[str, float]: raise NotImplementedError
+    def logged_names(self) -> list[str]:
+        "The names of its results in a validation's: its `keys`, or its `name` (logged under `valid/`)."
+        return [self.name] if self.keys is None else list(self.keys)
 
 def _func_name(func) -> str:
     if isinstance(func, functools.partial): func = func.func
@@ -37,7 +42,8 @@ def one_number(value, # what a metric computed
     if not isinstance(value, (torch.Tensor, dict, list, tuple)):
         try: return float(value)
         except (TypeError, ValueError): pass
-    if isinstance(value, dict): got, fix = f"a dict of {', '.join(map(str, value))}", "pass its metrics one by one in the list"
+    if isinstance(value, dict): got, fix = (f"a dict of {', '.join(map(str, value))}", "an object with reset, update and "
+                                            "compute may compute a dict, each of whose numbers is logged")
     else:
         got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
         fix = ("make it average over the classes (torchmetrics: average='macro' or 'micro', not average=None), or reduce "
@@ -74,14 +80,46 @@ class AvgMetric(Metric):
         self.total, self.count = reduce_sum([self.total, self.count])
 
 class ObjectMetric(Metric):
-    "Adapt an object with `reset`, `update(preds, targets)` and `compute` (e.g. from torchmetrics)."
-    def __init__(self, obj, name: str | None = None):
+    "Adapt an object with `reset`, `update(preds, targets)` and `compute` (e.g. from torchmetrics); `compute` may return a dict of numbers."
+    def __init__(self,
+                 obj, # the object
+                 name: str | None = None, # default: the object's `name`, or its class's
+                 keys: list[str] | None = None, # the keys of the dict it computes, if it computes one (a collection's: its `keys()`)
+                ):
         self.obj = obj
         self.name = name or getattr(obj, 'name', None) or _func_name(type(obj))
+        if keys is None and _is_collection(obj): keys = obj.keys()
+        self.keys = None if keys is None else [str(k) for k in keys]
+        self._left_out: set[str] = set()  # the entries of its dict that are not numbers, said once
     def reset(self): self.obj.reset()
     def update(self, preds, targets): self.obj.update(preds, targets)
-    def compute(self) -> float:
-        return one_number(self.obj.compute(), self.name)
+    def compute(self) -> float | dict[str, float]:
+        value = self.obj.compute()
+        if not isinstance(value, dict): return one_number(value, self.name)
+        numbers = {str(k): float(v.item()) if isinstance(v, torch.Tensor) else float(v) for k, v in value.items() if _is_number(v)}
+        self._warn_left_out({str(k): v for k, v in value.items() if str(k) not in numbers})
+        self.keys = list(numbers)
+        return numbers
+
+    def _warn_left_out(self, others: dict):
+        "Warn, the first time, of the entries of its dict that are not one number: they are not results."
+        new = {k: v for k, v in others.items() if k not in self._left_out}
+        if not new: return
+        self._left_out |= set(new)
+        what = ', '.join(f"{k!r} ({_what(v)})" for k, v in new.items())
+        warnings.warn(f"Metric {self.name!r} computed {what}: not one number, left out of the validation's results "
+                      "(each of its other entries is one).", stacklevel=2)
+
+def _is_collection(obj) -> bool:
+    "Whether `obj` is a torchmetrics `MetricCollection` (not imported here): a dict of metrics that names its results at once."
+    return any(c.__name__ == 'MetricCollection' for c in type(obj).__mro__)
+
+def _is_number(v) -> bool:
+    "Whether `v` is one real number: a Python number (not a bool), or a tensor of one floating or integer element."
+    if isinstance(v, torch.Tensor): return v.numel() == 1 and not v.is_complex() and v.dtype != torch.bool
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+def _what(v) -> str: return f"a tensor of shape {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"a {type(v).__name__}"
 
 # %% ../nbs/03_metrics.ipynb #a5e1c0d2
 def _takes_preds_and_targets(func) -> bool:
@@ -117,10 +155,6 @@ def as_metric(m) -> Metric:
     if isinstance(m, Metric): return m
     if isinstance(m, type):
         raise TypeError(f"metrics got the class {m.__name__}; pass an instance: {m.__name__}().")
-    if any(c.__name__ == 'MetricCollection' for c in type(m).__mro__):  # (torchmetrics', not imported here)
-        raise TypeError(f"metrics got a MetricCollection ({', '.join(m.keys())}), which computes a dict; pass its "
-                        "metrics one by one in the list: metrics=[MulticlassAccuracy(...), MulticlassF1Score(...)], "
-                        "or metrics=list(collection.values()).")
     if all(callable(getattr(m, a, None)) for a in ('reset', 'update', 'compute')): return ObjectMetric(m)
     if _from_sklearn(m): raise TypeError(_sklearn_message(m))
     if callable(m):
@@ -144,12 +178,17 @@ def as_metrics(metrics) -> list[Metric]:
 
 # %% ../nbs/03_metrics.ipynb #b1422a47
 def validation_results(loss_sum, count, metrics: list[Metric], reduce_sum) -> dict:
-    "The mean loss over `count` samples and each metric, over all processes (`reduce_sum` adds a list up across them)."
+    "The mean loss over `count` samples and each metric (each number of one that computes a dict), over all processes (`reduce_sum` adds a list up across them)."
     loss_sum, count = reduce_sum([loss_sum, count])
     results = {'loss': float(loss_sum / count)} if count else {}
     for m in metrics:
         if callable(getattr(m, 'reduce', None)): m.reduce(reduce_sum)
-        results[m.name] = m.compute()
+        value = m.compute()
+        for name, number in value.items() if isinstance(value, dict) else [(m.name, value)]:
+            if name in results:
+                raise ValueError(f"Metric {m.name!r} computed {name!r}, a name the validation's results have already (the "
+                                 "loss, or another metric's): give its numbers other names (a MetricCollection: prefix=...).")
+            results[name] = number
     return results
 
 # %% ../nbs/03_metrics.ipynb #0b036980

@@ -249,7 +249,7 @@ def check_compare(compare, # a run folder, or a list of them
 
 def validation_names(learn) -> list[str]:
     "The names that a fit's validations will log (`valid/loss`, `valid/accuracy`): none without a validation set."
-    return ['valid/loss'] + [f'valid/{m.name}' for m in learn.metrics] if learn.dls.valid is not None else []
+    return ['valid/loss'] + [f'valid/{n}' for m in learn.metrics for n in m.logged_names()] if learn.dls.valid is not None else []
 
 def run_series(folder) -> dict:
     "The scalars of the run in `folder`, from its metrics.json (a last line still being written left out)."

@@ -317,7 +317,7 @@ class ProgressCallback(Callback):
             row['train_loss' if name == 'train/loss' else name] = train.avg(new) if new > 0 else None  # (the mean since the last row)
         if learn.dls.valid is not None or learn.dls.test is not None:  # the validation's (and test's) columns, from the first row
             row['valid_loss'] = None
-            for m in learn.metrics: row[m.name] = None
+            for name in (n for m in learn.metrics for n in m.logged_names()): row[name] = None
         split = 'test/' if test else 'valid/'
         for name, h in histories.items():
             if name.startswith(split):

@@ -152,7 +152,8 @@ class Recorder(Callback):
     def metric_names(self) -> list[str]:
         "The columns of `values`: 'train_loss', then 'valid_loss' and each metric's name if there is a validation set."
         learn = self.learn
-        return ['train_loss'] + (['valid_loss'] + [m.name for m in learn.metrics] if learn.dls.valid is not None else [])
+        metrics = [name for m in learn.metrics for name in m.logged_names()]  # (each number of one that computes a dict)
+        return ['train_loss'] + (['valid_loss'] + metrics if learn.dls.valid is not None else [])
 
     @property
     def values(self) -> list[list]:

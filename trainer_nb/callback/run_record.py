@@ -175,7 +175,7 @@ def metric_mode(name: str, # a storage name, e.g. 'valid/accuracy'
     "'min' or 'max': the direction in which the scalar `name` improves."
     leaf = name.split('/', 1)[-1]
     for m in metrics:
-        if m.name != leaf: continue
+        if leaf not in m.logged_names(): continue
         for obj in (m, getattr(m, 'obj', None)):  # (an `ObjectMetric` wraps the object that knows)
             higher = getattr(obj, 'higher_is_better', None)
             if isinstance(higher, bool): return 'max' if higher else 'min'

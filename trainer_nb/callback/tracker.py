@@ -14,6 +14,7 @@ import torch
 from .core import Callback, CancelBatchException, CancelFitException
 from .recorder import Recorder
 from ..core import is_whole
+from ..metrics import ObjectMetric
 from ..state import epoch_label
 
 # %% auto #0
@@ -31,7 +32,7 @@ def logged_names(learn) -> set[str]:
     if not has_recorder(learn): return names
     names |= {'train/loss', 'lr', 'samples', 'epoch'}
     for split, dl in (('valid', learn.dls.valid), ('test', learn.dls.test)):
-        if dl is not None: names |= {f'{split}/loss'} | {f'{split}/{m.name}' for m in learn.metrics}
+        if dl is not None: names |= {f'{split}/loss'} | {f'{split}/{n}' for m in learn.metrics for n in m.logged_names()}
     return names
 
 # the words of a metric's name that say lower is better (besides 'loss' and 'error' anywhere in it): mean absolute,
@@ -60,6 +61,10 @@ def check_monitor(learn, monitor: str, who: str):
     if monitor not in names:
         guess = meant_name(monitor, names)
         hint = f" Did you mean {guess!r}?" if guess else ''
+        unnamed = [m.name for m in learn.metrics if isinstance(m, ObjectMetric) and m.keys is None]
+        if unnamed:  # (an object whose compute may give a dict: its keys are not known yet)
+            hint += (f" If the metric {unnamed[0]} computes a dict of numbers, their names are known after its first "
+                     "validation (learn.validate() before the fit), or given: metrics=[ObjectMetric(obj, keys=[...])].")
         raise ValueError(f"{who}(monitor={monitor!r}): this fit logs no such scalar.{hint} Names it logs: "
                          f"{', '.join(sorted(names))}.")
 
