@@ -149,12 +149,14 @@ def get_preds(learn,
     at = 1 if with_input else 0  # (where the predictions are in the tuple)
     return (*result[:at], act(result[at]), *result[at + 1:])
 
-def predict(learn, item) -> torch.Tensor:
+def predict(learn, item,
+            act=None, # a function of the prediction, e.g. `lambda p: p.softmax(-1)` (default: the model's output as it is)
+           ) -> torch.Tensor:
     "The model's prediction for one item (an input, or a dict of inputs, without its batch dimension), on the CPU."
     def batched(x): return x.unsqueeze(0) if isinstance(x, torch.Tensor) else x
     if isinstance(item, Mapping): batch = {k: batched(v) for k, v in item.items()}
     else: batch = tuple(map(batched, item if isinstance(item, (tuple, list)) else (item,)))
-    try: preds, _ = get_preds(learn, [batch])
+    try: preds, _ = get_preds(learn, [batch], act=act)
     except Exception as e:  # (an item that is a batch of one already, as a tokenizer's return_tensors='pt' gives)
         given = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else (item,)
         leading_one = [v for v in given if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == 1]
