@@ -317,7 +317,7 @@ def on_all_processes(method, name: str | None = None):
     return run
 
 def set_on_all_processes(learn, # the Learner
-                         name: str, # what its setter sets: 'lr', 'dls', 'path', 'opt_func', 'metrics'
+                         name: str, # what its setter sets: 'lr', 'wd', 'dls', 'path', 'opt_func', 'metrics'
                          value, # the value, the same in every process
                         ) -> bool:
     "With `distribute`, `learn.<name> = value` in every process, each through its setter (True); else False: set it here."

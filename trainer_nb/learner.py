@@ -41,7 +41,7 @@ from .oom import CANNOT_STOP_VALIDATION, OutOfMemory
 from .optimizer import make_optimizer, scaled_step, set_lr, set_wd
 from .parts import (FROM_FASTAI, batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
-                              check_target_key, compiled, model_loss, nan_guard_for, predictions,
+                              check_target_key, check_wd, compiled, model_loss, nan_guard_for, predictions,
                               refuse_nested, split_batch, step_scalars)
 from .fit import FitRun, check_fit_length, check_fresh_resume, check_resume_args, plan_fit
 from .state import FitState, StopPoint, check_resumable, rng_states
@@ -69,6 +69,7 @@ class Learner:
                  loss_func=None, # `loss_func(output, *targets)`; not needed with `train_step`, or an output with its loss
                  opt_func=torch.optim.AdamW, # makes the optimizer: `opt_func(params, lr=lr)`
                  lr: float = 1e-3, # learning rate
+                 wd: float | None = None, # weight decay, fastai's `wd` (each parameter group's: `set_wd`); None: `opt_func`'s own
                  metrics=None, # functions `f(preds, targets)` or objects with reset/update/compute
                  cbs=None, # callbacks to add, besides the default ones
                  path='.', # the run folder: metrics.json, checkpoints and plots go here
@@ -92,7 +93,7 @@ class Learner:
         self.workers = None  # with `distribute`: the other processes, where the public methods run too (`Workers`)
         self.dls = dls  # (rebuilt so that the learner controls the data order: see the property)
         self.metrics, self._path, self.nan_guard = metrics, check_run_folder(path), nan_guard  # (both: see the properties)
-        self._lr = check_lr(lr)  # (`lr`: see the property)
+        self._lr, self._wd = check_lr(lr), None if wd is None else check_wd(wd)  # (see the properties)
         self.opt = self.create_opt()
         self.guard = nan_guard_for(nan_guard, self.opt, self.device)  # (checked now; each fit makes its own)
         self.storage, self.fit_state, self.stop_point = EventStorage(), FitState(), StopPoint()
@@ -143,10 +144,16 @@ class Learner:
         "The lr of the next fits, and a schedule's peak (`fit_one_cycle`); setting it sets the optimizer's (each group's: `set_lr`)."
         return self._lr
     @lr.setter
-    def lr(self, lr):
-        if set_on_all_processes(self, 'lr', lr): return  # (`distribute`: each process sets its optimizer's)
-        self._lr = check_lr(lr)
-        set_lr(self.opt, self._lr)
+    def lr(self, lr):  # (`distribute`: each process sets its optimizer's)
+        if not set_on_all_processes(self, 'lr', lr): self._lr = set_lr(self.opt, check_lr(lr))
+
+    @property
+    def wd(self) -> float | None:
+        "The weight decay of the next fits (None: `opt_func`'s own); setting it sets the optimizer's (each group's: `set_wd`); None leaves it."
+        return self._wd
+    @wd.setter
+    def wd(self, wd):  # (`distribute`: each process sets its optimizer's)
+        if not set_on_all_processes(self, 'wd', wd): self._wd = None if wd is None else set_wd(self.opt, wd)
 
     @property
     def opt_func(self):
@@ -155,14 +162,14 @@ class Learner:
     @opt_func.setter
     def opt_func(self, opt_func):
         if self.in_fit: raise RuntimeError("learn.opt_func was set while a fit is running, which steps the optimizer it "
-                                           "started with: set it between fits (the next fit then makes its steps with "
-                                           "a new optimizer).")
-        if set_on_all_processes(self, 'opt_func', opt_func): return
-        self._opt_func, self.opt = opt_func, make_optimizer(opt_func, self.model, self.lr, self.device)
+                                           "started with: set it between fits (the next fit steps a new optimizer).")
+        if not set_on_all_processes(self, 'opt_func', opt_func): self.opt, self._opt_func = self.create_opt(opt_func), opt_func
 
-    def create_opt(self) -> torch.optim.Optimizer:
-        "Make the optimizer, `opt_func(params, lr=lr)` over the trainable parameters (checked: see `make_optimizer`)."
-        return make_optimizer(self.opt_func, self.model, self.lr, self.device)
+    def create_opt(self, opt_func=None) -> torch.optim.Optimizer:
+        "Make the optimizer, `opt_func(params, lr=lr)` over the trainable parameters (checked: see `make_optimizer`), at `wd` if set."
+        opt = make_optimizer(opt_func or self.opt_func, self.model, self.lr, self.device)
+        if self.wd is not None: set_wd(opt, self.wd)  # (an optimizer without a weight decay is refused: `set_wd`)
+        return opt
 
     def request_stop(self, reason: str = 'interrupted'):
         "Ask the running fit to stop at the next batch boundary (safe from a signal handler or another thread)."
@@ -174,7 +181,7 @@ class Learner:
             n_epochs: int | None = None, # train for this many epochs...
             lr: float | None = None, # the lr of this fit and the next ones, as `learn.lr = lr` sets it: `fit(5, 1e-3)`
             *,
-            wd: float | None = None, # the weight decay of this fit and the next ones (each group's, `set_wd`): fastai's `wd`
+            wd: float | None = None, # the weight decay of this fit and the next ones, as `learn.wd = wd` sets it: fastai's `wd`
             n_steps: int | None = None, # ...or for this many optimizer steps, across epoch boundaries
             eval_every: int | None = None, # validate every this many optimizer steps
             cbs=None, # callbacks for this fit only
@@ -194,7 +201,7 @@ class Learner:
         state = self.plan_fit(n_epochs, n_steps, eval_every, cbs)
         if compare is not None: state.plan['compare'] = check_compare(compare, [*self.cbs, *cbs])
         if lr is not None: self.lr = lr  # (and the next fits': as `learn.lr = lr`)
-        if wd is not None: set_wd(self.opt, wd)  # (kept by the optimizer: the next fits', and saved in checkpoints)
+        if wd is not None: self.wd = wd  # (and the next fits': as `learn.wd = wd`)
         for _ in self.run(state, cbs): pass  # (a fit hands no batch out: it makes its steps itself)
 
     @on_all_processes

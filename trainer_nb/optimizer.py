@@ -66,17 +66,19 @@ def unfrozen_note(n: int) -> str:
             "when the optimizer was made: added to it as a new parameter group, with the settings of the first.")
 
 # %% ../nbs/03f_optimizer.ipynb #9b855140
-def set_lr(opt: torch.optim.Optimizer, lr: float):
-    "Set the learning rate of `opt` to `lr`: each parameter group's to `lr` times its scale (`LR_SCALE`, 1 by default)."
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> float:
+    "Set the learning rate of `opt` to `lr`: each parameter group's to `lr` times its scale (`LR_SCALE`, 1 by default); returns `lr`."
     for group in opt.param_groups: group['lr'] = lr * group.get(LR_SCALE, 1.)
+    return lr
 
-def set_wd(opt: torch.optim.Optimizer, wd: float):
-    "Set the weight decay of `opt` to `wd`: each parameter group's to `wd` times its scale (`WD_SCALE`, 1 by default)."
+def set_wd(opt: torch.optim.Optimizer, wd: float) -> float:
+    "Set the weight decay of `opt` to `wd`: each parameter group's to `wd` times its scale (`WD_SCALE`, 1 by default); returns it, checked."
     value = check_wd(wd)
     if not all('weight_decay' in g for g in opt.param_groups):
-        raise ValueError(f"wd was given, but {type(opt).__name__} has no weight decay (no 'weight_decay' in its "
-                         "parameter groups): leave wd out, or use an optimizer that has one (opt_func=torch.optim.AdamW).")
+        raise ValueError(f"wd was given, but {type(opt).__name__} has no weight decay (no 'weight_decay' in its parameter "
+                         "groups): leave wd out (learn.wd = None), or use an optimizer that has one (opt_func=torch.optim.AdamW).")
     for group in opt.param_groups: group['weight_decay'] = value * group.get(WD_SCALE, 1.)
+    return value
 
 def fit_lr(opt: torch.optim.Optimizer) -> float:
     "The learning rate of `opt` as `set_lr` sets it: the first group's over its scale (what the Recorder logs)."

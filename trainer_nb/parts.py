@@ -184,8 +184,6 @@ FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does i
     'no_logging': "with learn.no_bar(): trains without the progress table and bars (metrics.json is still written)",
     'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
     # and the attributes a fastai callback reads
-    'wd': ("the weight decay is the optimizer's, each parameter group's (learn.opt.param_groups[0]['weight_decay']): "
-           "fit(..., wd=0.1) and fit_one_cycle(..., wd=0.1) set it"),
     'n_epoch': "learn.n_epochs is the fit's epochs (None for a fit of n_steps)",
     'train_iter': "learn.step counts the optimizer steps of all fits; learn.fit_state.fit_steps those of this fit",
     'n_iter': "len(learn.dl) is the running phase's batches (learn.fit_state.steps_per_epoch: a training epoch's steps)",
