@@ -388,9 +388,11 @@ def test_tutorial_pages_show_their_plots(site):
         assert imgs and all((page.parent / unquote(src)).is_file() for src in imgs), f"{page.name}: no plot image"
 
 
-@pytest.fixture(scope='session')
+@pytest.fixture(scope='module')
 def browser_page(tmp_path_factory):
-    "A page of a headless Debian Chromium driven by Playwright, with a fresh profile."
+    """A page of a headless Debian Chromium driven by Playwright, with a fresh profile, closed at this file's end: while it
+    is open, Playwright's sync API holds an event loop running in this thread, and the browser tests of other files, run
+    after these in one session, could not start theirs ("using Playwright Sync API inside the asyncio loop")."""
     require(importlib.util.find_spec('playwright') is not None, "Playwright missing: pip install playwright "
             "(it drives the system Chromium; no `playwright install` needed)")
     require(Path(CHROMIUM).exists(), f"{CHROMIUM} missing: apt-get update && apt-get install -y chromium")
