@@ -10,6 +10,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -86,6 +87,17 @@ def wandb_records(path: Path):
             yield record
 
 
+def finished_records(path: Path, wait: float = 20.) -> list:
+    """The records of a `.wandb` file once its run has finished (its `exit` record is there), waiting up to `wait` seconds:
+    wandb's service process may still be writing the file after `finish` has returned (in the suite, under load, a file
+    was read without even its `run` record)."""
+    deadline = time.monotonic() + wait
+    while True:
+        records = list(wandb_records(path))
+        if any(r.WhichOneof('record_type') == 'exit' for r in records) or time.monotonic() > deadline: return records
+        time.sleep(0.05)
+
+
 def wandb_runs(project: str, places, notes: dict | None = None) -> dict:
     """The runs of `project` as `wandb sync` would make them: the segments of a run (an `offline-run-*` folder each,
     by start time), a segment that rewinds (`branch_point` on its own run id) dropping the steps after its point; a
@@ -93,9 +105,9 @@ def wandb_runs(project: str, places, notes: dict | None = None) -> dict:
     run's notes."""
     segments = {}
     for f in glob.glob(str(places['WANDB_DIR'] / 'wandb' / 'offline-run-*' / 'run-*.wandb')):
-        records = list(wandb_records(Path(f)))
-        run = next(r.run for r in records if r.WhichOneof('record_type') == 'run')
-        if run.project != project: continue
+        records = finished_records(Path(f))
+        run = next((r.run for r in records if r.WhichOneof('record_type') == 'run'), None)
+        if run is None or run.project != project: continue
         rows = [{(i.key or '/'.join(i.nested_key)): json.loads(i.value_json) for i in r.history.item}
                 for r in records if r.WhichOneof('record_type') == 'history']
         start = run.start_time.seconds + run.start_time.nanos / 1e9
