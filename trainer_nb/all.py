@@ -16,7 +16,7 @@ from .callback.core import (Callback, LambdaCallback, EVENTS, CancelFitException
                                       CancelTrainException, CancelValidException, CancelBatchException,
                                       CancelBackwardException, CancelStepException)
 # callbacks: recording and display
-from .callback.recorder import Recorder, WriterCallback
+from .callback.recorder import Recorder, WriterCallback, CSVLogger
 from .callback.progress import ProgressCallback
 from .callback.liveplot import LivePlotCallback
 from .callback.panel import ControlPanelCallback
@@ -57,7 +57,7 @@ from .checkpoint import CheckpointError
 
 __all__ = ['Learner', 'default_callbacks', 'FitInterrupted', 'DataLoaders', 'Callback', 'LambdaCallback', 'EVENTS',
            'CancelFitException', 'CancelEpochException', 'CancelTrainException', 'CancelValidException',
-           'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'Recorder', 'WriterCallback',
+           'CancelBatchException', 'CancelBackwardException', 'CancelStepException', 'Recorder', 'WriterCallback', 'CSVLogger',
            'ProgressCallback', 'LivePlotCallback', 'ControlPanelCallback', 'CheckpointCallback',
            'PeriodicCheckpoints', 'SaveOnStop', 'ParamScheduler', 'TorchScheduler', 'LRFinder', 'Schedule',
            'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'combined_cos', 'GradientAccumulation', 'MicroBatches', 'Loop', 'LiveView',

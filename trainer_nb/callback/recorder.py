@@ -5,21 +5,25 @@
 # %% ../../nbs/05_callback.recorder.ipynb #b38b5a4b
 from __future__ import annotations
 
+import csv
+import io
 import math
 import sys
 import time
+from pathlib import Path
 
 from .core import Callback
 from ..core import MovingAverage, warn_at_caller, whole_number
 from ..display import frontend, show_figure
 from ..events import ScalarRow
-from ..files import check_writable
+from ..files import atomic_write, check_writable
 from ..memory import cuda_memory, reset_cuda_peak
 from ..optimizer import fit_lr
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
-__all__ = ['Recorder', 'table_rows', 'peak_rss_mb', 'Throughput', 'warn_if_another_run', 'WriterCallback']
+__all__ = ['Recorder', 'row_steps', 'table_rows', 'peak_rss_mb', 'Throughput', 'warn_if_another_run', 'WriterCallback',
+           'CSVLogger']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
 _ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
@@ -180,18 +184,22 @@ def _logged(storage, name: str) -> list[float]:
     history = storage.histories().get(name)
     return [] if history is None else history.columns(len(history))[1]
 
+def row_steps(storage) -> list[int]:
+    "The steps of the table's rows in `storage`: each validation's (each epoch's end, without one)."
+    histories = storage.histories()
+    ends = histories.get('valid/loss', histories.get('epoch'))
+    return [] if ends is None else ends.columns(len(ends))[0]
+
 def table_rows(storage, # the learner's `EventStorage`
                columns: list[str], # 'train_loss', then 'valid_loss' and metric names (logged as `valid/<name>`)
               ) -> list[list]:
     "A row of `columns` at each validation in `storage` (at each epoch's end, without one): the train loss is the mean of the steps since the row before."
     histories = storage.histories()
-    ends = histories.get('valid/loss', histories.get('epoch'))
-    if ends is None: return []
     steps, losses = histories['train/loss'].columns(len(histories['train/loss'])) if 'train/loss' in histories else ([], [])
     named = {c: histories.get('valid/loss' if c == 'valid_loss' else f'valid/{c}') for c in columns[1:]}
     at_step = {c: {} if h is None else dict(zip(*h.columns(len(h)))) for c, h in named.items()}  # step -> its value
     rows, i = [], 0
-    for end in ends.columns(len(ends))[0]:
+    for end in row_steps(storage):
         start = i
         while i < len(steps) and steps[i] <= end: i += 1
         rows.append([sum(losses[start:i]) / (i - start) if i > start else None] + [at_step[c].get(end) for c in columns[1:]])
@@ -330,3 +338,60 @@ class WriterCallback(Callback):
 
     def _load_writers(self, states: list):
         for w, s in zip(self.writers, states): w.load_state_dict(s)
+
+# %% ../../nbs/05_callback.recorder.ipynb #ed6d06c3
+def _cell(value) -> str:
+    "A CSV cell: a float as `repr` writes it (read back exactly), None empty."
+    return '' if value is None else repr(value) if isinstance(value, float) else str(value)
+
+def _number(text: str):
+    "A CSV cell read back: an int, a float, or None for an empty one."
+    if not text: return None
+    return int(text) if text.lstrip('-').isdigit() else float(text)
+
+class CSVLogger(Callback):
+    "fastai's `CSVLogger`: the table of the learner's fits (`recorder.values`, with step and epoch) in `<learn.path>/<fname>`."
+    order = 71  # after the Recorder, which logs what the rows hold
+    during_lr_find = False
+    rank0_only = True  # (with several processes, process 0 writes: they all hold the same numbers)
+    def __init__(self,
+                 fname: str = 'history.csv', # the file's name, in the run folder
+                ):
+        if not isinstance(fname, str) or not fname or Path(fname).name != fname:
+            raise ValueError(f"CSVLogger(fname={fname!r}): the name of a file in the run folder, e.g. 'history.csv' "
+                             "(set learn.path for another folder).")
+        self.fname = fname
+
+    @property
+    def path(self) -> Path:
+        "The file: in the learner's run folder."
+        return Path(self.learn.path) / self.fname
+
+    def before_fit(self):
+        if not any(isinstance(cb, Recorder) for cb in self.learn.cbs):
+            raise ValueError("CSVLogger writes the rows of what the Recorder logs, and this learner has no Recorder: keep "
+                             "the default callbacks, or add Recorder() to cbs.")
+
+    def after_validate(self):
+        if self.learn.in_fit: self.write()
+    def after_epoch(self):
+        if self.learn.dls.valid is None: self.write()  # (without a validation set, a row at each epoch's end)
+    def after_fit(self): self.write()  # (a fit stopped in a validation: the rows as the storage has them)
+
+    def write(self):
+        "Write the whole table again, atomically, from the storage."
+        storage, columns = self.learn.storage, self.learn.recorder.metric_names
+        epochs = storage.histories().get('epoch')
+        ends = [] if epochs is None else list(zip(*epochs.columns(len(epochs))))  # (step, epochs done)
+        out = io.StringIO()
+        table = csv.writer(out, lineterminator='\n')
+        table.writerow(['step', 'epoch', *columns])
+        for step, row in zip(row_steps(storage), table_rows(storage, columns)):
+            done = max([int(n) for s, n in ends if s <= step], default=0)
+            table.writerow([_cell(v) for v in (step, done, *row)])
+        atomic_write(self.path, lambda f: f.write(out.getvalue().encode()), durable=False)
+
+    def read_log(self) -> list[dict]:
+        "The file's rows, as dicts of numbers (None for a row without that value)."
+        with open(self.path, newline='') as f:
+            return [{name: _number(text) for name, text in row.items()} for row in csv.DictReader(f)]
