@@ -42,7 +42,7 @@ from .optimizer import make_optimizer, scaled_step, set_lr, set_wd
 from .parts import (FROM_FASTAI, batch_size, call_model, check_device, check_loss,
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, check_wd, compiled, model_loss, nan_guard_for, predictions,
-                              refuse_nested, split_batch, step_scalars)
+                              refuse_fastai_keywords, refuse_nested, split_batch, step_scalars)
 from .fit import FitRun, check_fit_length, check_fresh_resume, check_resume_args, plan_fit
 from .state import FitState, StopPoint, check_resumable, rng_states
 
@@ -63,6 +63,7 @@ def with_defaults(cbs: list[Callback], progress: bool = True) -> list[Callback]:
 # %% ../nbs/04_learner.ipynb #3c97a2d5
 class Learner:
     "Train `model` on `dls` with `loss_func`, calling callbacks at each event of the loop."
+    @refuse_fastai_keywords  # (fastai's `splitter`, `model_dir`...: the error says what does their job here)
     def __init__(self,
                  model: nn.Module, # the model to train
                  dls, # a `DataLoaders`, a `(train, valid)` pair, or a training loader

@@ -5,6 +5,7 @@
 # %% ../nbs/03d_parts.ipynb #598452d4
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import numbers
@@ -18,12 +19,12 @@ from torch import nn
 from .core import BatchMessage, add_note, find_bs, unwrap_model
 
 # %% auto #0
-__all__ = ['COMPILE_DEFAULTS', 'FROM_FASTAI', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder', 'slice_message', 'check_lr',
-           'check_wd', 'check_device', 'check_parts', 'check_forward', 'compiled', 'check_target_key',
-           'check_metrics_loaders', 'refuse_nested', 'split_batch', 'call_model', 'takes_keys', 'takes_args',
-           'batch_size', 'check_loss', 'check_step_output', 'step_scalars', 'output_field', 'is_loss_dict',
-           'model_loss', 'loss_func_note', 'predictions', 'describe_output', 'skips_on_device', 'nonfinite_message',
-           'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
+__all__ = ['COMPILE_DEFAULTS', 'FROM_FASTAI', 'FASTAI_KEYWORDS', 'STEP_KEYS', 'PEER_OUT_OF_MEMORY', 'check_run_folder',
+           'slice_message', 'check_lr', 'check_wd', 'check_device', 'check_parts', 'check_forward', 'compiled',
+           'check_target_key', 'check_metrics_loaders', 'refuse_nested', 'refuse_fastai_keywords', 'split_batch',
+           'call_model', 'takes_keys', 'takes_args', 'batch_size', 'check_loss', 'check_step_output', 'step_scalars',
+           'output_field', 'is_loss_dict', 'model_loss', 'loss_func_note', 'predictions', 'describe_output',
+           'skips_on_device', 'nonfinite_message', 'PeerOutOfMemory', 'NanGuard', 'nan_guard_for']
 
 # %% ../nbs/03d_parts.ipynb #96106963
 def check_run_folder(path) -> Path:
@@ -183,6 +184,7 @@ FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does i
     'no_mbar': "with learn.no_bar(): trains without the progress bars, live plot and control panel",
     'no_logging': "with learn.no_bar(): trains without the progress table and bars (metrics.json is still written)",
     'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
+    'tta': "no test-time augmentation: get_preds(dl=...) on a loader of augmented items, then average the predictions",
     # and the attributes a fastai callback reads
     'n_epoch': "learn.n_epochs is the fit's epochs (None for a fit of n_steps)",
     'train_iter': "learn.step counts the optimizer steps of all fits; learn.fit_state.fit_steps those of this fit",
@@ -190,6 +192,26 @@ FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does i
     'smooth_loss': ("learn.loss is this batch's loss; the progress bar shows the median of the last 20 steps: "
                     "learn.storage.history('train/loss').median(20)"),
 }
+
+# %% ../nbs/03d_parts.ipynb #2e3c6f54
+FASTAI_KEYWORDS = {  # keywords of fastai's `Learner(...)` that trainer_nb's lacks -> what does it here
+    'splitter': ("parameter groups are opt_func's: opt_func=lambda params, lr: torch.optim.AdamW([{'params': "
+                 "body.parameters(), 'lr': lr / 10}, {'params': head.parameters()}], lr=lr) (each keeps its ratio to lr)"),
+    'model_dir': "checkpoints go in the run folder: Learner(..., path='runs/exp1') keeps them in runs/exp1/checkpoints",
+    'moms': "fit_one_cycle(..., moms=(0.95, 0.85, 0.95)) schedules the momentum; Adam's betas are opt_func's",
+    'wd_bn_bias': "weight decay is each parameter group's: in opt_func, a group of biases and norms with weight_decay=0",
+    'train_bn': "the norms of a frozen part train when their parameters require grad: norm.requires_grad_(True)",
+}
+
+def refuse_fastai_keywords(init):
+    "`init`, the learner's `__init__`, refusing the keywords of fastai's that it lacks, with what does their job here."
+    @functools.wraps(init)  # (`Learner?` shows `init`'s signature)
+    def checked(self, *args, **kwargs):
+        fastai = [k for k in kwargs if k in FASTAI_KEYWORDS]
+        if fastai: raise TypeError(f"Learner() got an unexpected keyword argument {fastai[0]!r}, fastai's: "
+                                   f"{FASTAI_KEYWORDS[fastai[0]]}.")
+        return init(self, *args, **kwargs)
+    return checked
 
 # %% ../nbs/03d_parts.ipynb #7c54c706
 def split_batch(batch, # a batch as the loader gives it
