@@ -19,6 +19,7 @@ from ..events import ScalarRow
 from ..files import atomic_write, check_writable
 from ..memory import cuda_memory, reset_cuda_peak
 from ..optimizer import fit_lr
+from .schedule import plot_lr_find
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
@@ -146,6 +147,12 @@ class Recorder(Callback):
         ax.plot(*_curve(self.learn.storage, 'lr'))
         ax.set_xlabel('step'); ax.set_ylabel('lr')
         _show_plot(self.learn, plt, fig, 'sched', where)
+
+    def plot_lr_find(self):
+        "The last lr_find sweep's curve again (`learn.lr_find_results`), as fastai's: in the cell; in a terminal, `<path>/lr_find.png`."
+        if self.learn.lr_find_results is None:
+            raise RuntimeError("No lr_find sweep to plot yet: plot_lr_find draws the curve of the last one; learn.lr_find() first.")
+        plot_lr_find(*self.learn.lr_find_results, path=self.learn.path / 'lr_find.png')
 
     # fastai's names for what a fit logged: read from the storage (the Recorder keeps nothing more)
     losses = property(lambda self: _logged(self.learn.storage, 'train/loss'),
