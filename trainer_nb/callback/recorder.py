@@ -5,6 +5,7 @@
 # %% ../../nbs/05_callback.recorder.ipynb #b38b5a4b
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import math
@@ -23,8 +24,8 @@ from .schedule import plot_lr_find
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
-__all__ = ['Recorder', 'row_steps', 'table_rows', 'peak_rss_mb', 'Throughput', 'warn_if_another_run', 'WriterCallback',
-           'CSVLogger']
+__all__ = ['Recorder', 'has_recorder', 'row_steps', 'table_rows', 'peak_rss_mb', 'Throughput', 'warn_if_another_run',
+           'WriterCallback', 'CSVLogger']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
 _ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
@@ -190,6 +191,10 @@ def _logged(storage, name: str) -> list[float]:
     "The values of `name` in `storage`, oldest first (none if it was never logged)."
     history = storage.histories().get(name)
     return [] if history is None else history.columns(len(history))[1]
+
+def has_recorder(learn) -> bool:
+    "Whether `learn` has a `Recorder`: the callback that logs the losses, metrics and lr into its storage."
+    return any(isinstance(cb, Recorder) for cb in learn.cbs)
 
 def row_steps(storage) -> list[int]:
     "The steps of the table's rows in `storage`: each validation's (each epoch's end, without one)."
@@ -375,7 +380,7 @@ class CSVLogger(Callback):
         return Path(self.learn.path) / self.fname
 
     def before_fit(self):
-        if not any(isinstance(cb, Recorder) for cb in self.learn.cbs):
+        if not has_recorder(self.learn):
             raise ValueError("CSVLogger writes the rows of what the Recorder logs, and this learner has no Recorder: keep "
                              "the default callbacks, or add Recorder() to cbs.")
 
@@ -388,14 +393,14 @@ class CSVLogger(Callback):
     def write(self):
         "Write the whole table again, atomically, from the storage."
         storage, columns = self.learn.storage, self.learn.recorder.metric_names
-        epochs = storage.histories().get('epoch')
-        ends = [] if epochs is None else list(zip(*epochs.columns(len(epochs))))  # (step, epochs done)
+        epochs = storage.histories().get('epoch')  # (the epochs done in its fit, at each epoch's end: 1, 2, then 1...)
+        ends, done = ([], []) if epochs is None else epochs.columns(len(epochs))
         out = io.StringIO()
         table = csv.writer(out, lineterminator='\n')
         table.writerow(['step', 'epoch', *columns])
         for step, row in zip(row_steps(storage), table_rows(storage, columns)):
-            done = max([int(n) for s, n in ends if s <= step], default=0)
-            table.writerow([_cell(v) for v in (step, done, *row)])
+            i = bisect.bisect_right(ends, step)  # (the last epoch's end at or before the row)
+            table.writerow([_cell(v) for v in (step, int(done[i - 1]) if i else 0, *row)])
         atomic_write(self.path, lambda f: f.write(out.getvalue().encode()), durable=False)
 
     def read_log(self) -> list[dict]:

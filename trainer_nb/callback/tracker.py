@@ -12,20 +12,16 @@ import numbers
 import torch
 
 from .core import Callback, CancelBatchException, CancelFitException
-from .recorder import Recorder
+from .recorder import has_recorder
 from ..core import is_whole
 from ..metrics import ObjectMetric
 from ..state import epoch_label
 
 # %% auto #0
-__all__ = ['LOWER_IS_BETTER', 'has_recorder', 'logged_names', 'auto_mode', 'improved', 'check_monitor', 'meant_name',
-           'TerminateOnNaN', 'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau']
+__all__ = ['LOWER_IS_BETTER', 'logged_names', 'auto_mode', 'improved', 'check_monitor', 'meant_name', 'TerminateOnNaN',
+           'TrackerCallback', 'EarlyStopping', 'ReduceLROnPlateau']
 
 # %% ../../nbs/14_callback.tracker.ipynb #f3de1bb5
-def has_recorder(learn) -> bool:
-    "Whether `learn` has a `Recorder`: the callback that logs the losses, metrics and lr into its storage."
-    return any(isinstance(cb, Recorder) for cb in learn.cbs)
-
 def logged_names(learn) -> set[str]:
     "The storage names a fit of `learn` logs (or has logged): what `monitor=` arguments may name."
     names = set(learn.storage.histories())
