@@ -22,9 +22,10 @@ from .callback.liveplot import LivePlotCallback
 from .callback.panel import ControlPanelCallback
 # callbacks: checkpoints
 from .callback.checkpoint import CheckpointCallback, PeriodicCheckpoints, SaveOnStop
-# callbacks: schedules and the lr finder
-from .callback.schedule import (ParamScheduler, TorchScheduler, LRFinder, Schedule, sched_lin, sched_cos,
+# callbacks: schedules and the lr finder, with its suggestions (`learn.lr_find(suggest_funcs=(valley, slide))`)
+from .callback.schedule import (ParamScheduler, TorchScheduler, Schedule, sched_lin, sched_cos,
                                           sched_exp, sched_no, combined_cos)
+from .callback.lr_find import LRFinder, SuggestedLRs, valley, steep, minimum, slide
 # callbacks: training
 from .callback.training import GradientAccumulation, GradientClip, MixedPrecision
 from .callback.micro import MicroBatches
@@ -68,4 +69,5 @@ __all__ = ['Learner', 'default_callbacks', 'FitInterrupted', 'DataLoaders', 'Cal
            'Controls', 'CheckpointError']
 __all__ += ['TrackioWriter', 'WandbWriter', 'MLflowWriter', 'TrackerWarning']
 __all__ += ['Preemption', 'TimeLimit', 'LossSpikes', 'exit_code', 'EXIT_REQUEUE']
+__all__ += ['SuggestedLRs', 'valley', 'steep', 'minimum', 'slide']
 

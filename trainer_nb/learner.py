@@ -23,7 +23,8 @@ from .callback.panel import ControlPanelCallback
 from .callback.progress import ProgressCallback
 from .callback.recorder import Recorder, Throughput, WriterCallback
 from .callback.run_record import RunRecord
-from .callback.schedule import fit_flat_cos, fit_one_cycle, fit_warmup_cos, lr_find
+from .callback.lr_find import lr_find
+from .callback.schedule import fit_flat_cos, fit_one_cycle, fit_warmup_cos
 from .checkpoint import (callbacks_after_restart, checkpoint_path, learner_state, load_learner,
                                    restore_learner, save_learner)
 from .controls import Controls, check_stop_reason
@@ -304,8 +305,7 @@ class Learner:
 
     # the features of other chapters, as methods (their functions take the learner first)
     state_dict, load_state_dict = learner_state, restore_learner  # its whole state (chapter `checkpoint`)
-    save, load = on_all_processes(save_learner, 'save'), on_all_processes(load_learner, 'load')
-    checkpoint_path = checkpoint_path
+    save, load, checkpoint_path = on_all_processes(save_learner, 'save'), on_all_processes(load_learner, 'load'), checkpoint_path
     plan_fit = plan_fit  # the state of a new fit, checked: what `run` takes (chapter `fit`)
     get_preds, predict, sample_losses = gathered_preds(get_preds), predict, sample_losses  # (`callback.outputs`)
     summary = summary  # each layer's output shape and parameters on a batch (`callback.outputs`)

@@ -20,7 +20,7 @@ from ..events import ScalarRow
 from ..files import atomic_write, check_writable
 from ..memory import cuda_memory, reset_cuda_peak
 from ..optimizer import fit_lr
-from .schedule import plot_lr_find
+from .lr_find import plot_lr_find
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0

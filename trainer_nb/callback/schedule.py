@@ -5,29 +5,19 @@
 # %% ../../nbs/07_callback.schedule.ipynb #10f6c09e
 from __future__ import annotations
 
-import copy
-import html
 import math
-from dataclasses import dataclass, field
 
 import torch
 
-from .core import Callback, CancelFitException, CancelValidException, as_callback_list
-from ..checkpoint import learner_state, restore_learner
-from ..core import CELL_ENDS, FitInterrupted, MovingAverage
-from ..data import resumable_batches
-from ..display import frontend, png_html, show_figure
-from ..events import EventStorage
-from ..optimizer import LR_SCALE, WD_SCALE, set_lr
-from ..parts import refuse_nested, slice_message
+from .core import Callback, as_callback_list
+from ..optimizer import LR_SCALE, WD_SCALE
+from ..parts import slice_message
 from ..fit import check_fit_length
-from ..state import rng_states, set_rng_states
 
 # %% auto #0
-__all__ = ['ANNEALERS', 'PARTIAL_STOPS', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule', 'combined_cos',
-           'ParamScheduler', 'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler', 'fit_one_cycle',
-           'fit_flat_cos', 'fit_warmup_cos', 'TorchScheduler', 'SuggestedLRs', 'LRFinder', 'suggest_lrs',
-           'plot_lr_find', 'lr_find', 'partial_sweep']
+__all__ = ['ANNEALERS', 'sched_lin', 'sched_cos', 'sched_exp', 'sched_no', 'Schedule', 'combined_cos', 'ParamScheduler',
+           'one_cycle_scheduler', 'flat_cos_scheduler', 'warmup_cos_scheduler', 'fit_one_cycle', 'fit_flat_cos',
+           'fit_warmup_cos', 'TorchScheduler']
 
 # %% ../../nbs/07_callback.schedule.ipynb #a6d061be
 def sched_lin(start: float, end: float, pct: float) -> float:
@@ -238,187 +228,3 @@ class TorchScheduler(Callback):
         if state['scheduler'] is None: return
         if self.scheduler is None: self._pending = state['scheduler']
         else: self._load(state['scheduler'])
-
-# %% ../../nbs/07_callback.schedule.ipynb #1a454ce2
-@dataclass
-class SuggestedLRs:
-    "The lr finder's three suggestions, which unpack as fastai's do: `valley, steep, minimum = learn.lr_find()`."
-    valley: float  # two thirds down the longest descent of the loss: the usual choice
-    steep: float  # where the loss falls fastest
-    minimum: float  # a tenth of the lr of the lowest loss
-    png: bytes | None = field(default=None, init=False, repr=False, compare=False)  # the plot, as marimo showed it
-
-    def __iter__(self): return iter((self.valley, self.steep, self.minimum))
-    def __getitem__(self, i): return tuple(self)[i]
-
-    def _display_(self):
-        "marimo's display protocol: a cell's value replaces what the cell showed, so the plot is shown again with it."
-        import marimo as mo
-        text = f"<pre>{html.escape(repr(self))}</pre>"
-        return mo.Html(text if self.png is None else png_html(self.png, alt='lr_find') + text)
-
-PARTIAL_STOPS = ('interrupted', 'preempted', 'time_limit', 'out_of_memory')  # stops asked for: a sweep cut short
-
-class LRFinder(Callback):
-    "Grow the lr exponentially, one value per optimizer step, recording the smoothed loss; stop if it diverges."
-    order = 25
-    during_lr_find = True
-    interrupt_message = ("trainer_nb: stopping the lr_find sweep after this batch; interrupt again to abort now. A "
-                         "sweep cannot be resumed: the model and optimizer are put back as before it; run lr_find again.")
-    def __init__(self, start_lr: float = 1e-7, end_lr: float = 10., num_it: int = 100, stop_div: bool = True,
-                 beta: float = 0.98):
-        if not 0 < start_lr < end_lr: raise ValueError(f"Need 0 < start_lr < end_lr, got {start_lr} and {end_lr}.")
-        if num_it < 2: raise ValueError(f"num_it must be at least 2, got {num_it}.")
-        self.start_lr, self.end_lr, self.num_it, self.stop_div, self.beta = start_lr, end_lr, num_it, stop_div, beta
-        self.lrs, self.losses = [], []
-
-    def lr_at(self, i: int) -> float:
-        return self.start_lr * (self.end_lr / self.start_lr) ** (i / (self.num_it - 1))
-
-    def before_fit(self):
-        self.lrs, self.losses, self._avg, self._best = [], [], MovingAverage(self.beta), float('inf')
-        self.stopped = None  # why the sweep was cut short (an interrupt: 'interrupted'), if it was
-        self._steps = None  # the optimizer steps when the running batch started
-
-    def before_batch(self):
-        if not self.learn.training: return
-        self._steps = self.learn.fit_state.fit_steps
-        set_lr(self.learn.opt, self.lr_at(self._steps))
-
-    def after_batch(self):
-        learn = self.learn
-        steps, self._steps = self._steps, None
-        # a point only for a batch that made a step: none when accumulating, or when a callback cancelled it or its step
-        if not learn.training or steps in (None, learn.fit_state.fit_steps): return
-        loss = float(learn.loss.detach())
-        smooth = self._avg.update(loss)
-        self.lrs.append(self.lr_at(steps))  # (the lr of scale 1: a group with its own lr has it times its scale)
-        self.losses.append(smooth)
-        self._best = min(self._best, smooth)
-        if self.stop_div and (smooth != smooth or smooth > 4 * self._best):
-            raise CancelFitException(f"lr_find: the sweep ends at lr {self.lrs[-1]:.2e}, where the loss diverges")
-
-    def before_validate(self):
-        raise CancelValidException
-
-    def after_cancel_fit(self):
-        "A stop asked for cuts the sweep short; no resume continues a sweep, so its fit ends as cancelled, not resumable."
-        state = self.learn.fit_state
-        if state.stop_reason in PARTIAL_STOPS:
-            self.stopped, state.stop_reason, state.resumable = state.stop_reason, 'cancelled', False
-            state.stop_note = f"lr_find stopped ({self.stopped}): a sweep cannot be resumed"
-
-# %% ../../nbs/07_callback.schedule.ipynb #dc7be5b5
-def _longest_descent(losses: list) -> tuple[int, int]:
-    "Start and end of the longest decreasing subsequence of `losses` (its first and last indices)."
-    n = len(losses)
-    length, start = [1] * n, list(range(n))
-    for i in range(n):
-        for j in range(i):
-            if losses[j] > losses[i] and length[j] + 1 > length[i]:
-                length[i], start[i] = length[j] + 1, start[j]
-    end = max(range(n), key=lambda i: length[i])
-    return start[end], end
-
-def suggest_lrs(lrs: list, # the sweep's learning rates, growing
-                losses: list, # the smoothed loss at each
-                skip_start: int | None = None, # points left out at the start (default: the first tenth of the sweep)
-                skip_end: int = 5, # points left out at the end (where the loss diverges)
-               ) -> SuggestedLRs:
-    "Valley, steepest and minimum-based learning-rate suggestions from an lr sweep."
-    if len(lrs) < 3: raise ValueError("The sweep is too short to suggest a learning rate (fewer than 3 points).")
-    start = min(len(lrs) // 10 if skip_start is None else skip_start, len(lrs) - 3)
-    end = max(len(lrs) - skip_end, start + 3)  # (at least 3 points)
-    lrs, losses = lrs[start:end], losses[start:end]
-    n = len(lrs)
-    minimum = lrs[min(range(n), key=lambda i: losses[i])] / 10
-    logs = [math.log(lr) for lr in lrs]
-    slopes = [(losses[i + 1] - losses[i]) / (logs[i + 1] - logs[i]) for i in range(n - 1)]
-    steep = lrs[min(range(n - 1), key=lambda i: slopes[i])]
-    a, b = _longest_descent(losses)
-    valley = lrs[a + (b - a) * 2 // 3]
-    return SuggestedLRs(valley, steep, minimum)
-
-def plot_lr_find(lrs: list, losses: list, suggestions: SuggestedLRs | None = None, path=None, show: bool = True):
-    "Plot loss against lr (log scale) with the suggestions; show it in the notebook's cell (Jupyter, marimo), write `path` otherwise."
-    import matplotlib
-    where = frontend() if show else None  # 'jupyter', 'marimo', or None: a terminal, a script
-    if where is None: matplotlib.use('Agg', force=False)
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if len(lrs) > 10: lrs, losses = lrs[:-5], losses[:-5]  # the last points of a divergence would flatten the rest
-    ax.plot(lrs, losses)
-    ax.set_xscale('log'); ax.set_xlabel('learning rate'); ax.set_ylabel('smoothed loss')
-    if suggestions is not None:
-        for name, lr, marker in zip(('valley', 'steep', 'minimum'), suggestions, 'osv'):
-            i = min(range(len(lrs)), key=lambda k: abs(math.log(lrs[k]) - math.log(lr)))
-            ax.plot(lrs[i], losses[i], marker, label=f"{name}: {lr:.2e}")
-        ax.legend()
-    png = show_figure(fig, 'lr_find', path, where)  # (in the cell; in a terminal, the file `path`)
-    if png is not None and suggestions is not None: suggestions.png = png  # (marimo: a cell that ends with them shows it again)
-    if path is not None and where is None:  # (a terminal: a line says what the file shows)
-        found = ', '.join(f"{n} {lr:.2e}" for n, lr in zip(('valley', 'steep', 'minimum'), suggestions)) if suggestions else ''
-        print(f"lr_find: {found + '; ' if found else ''}the curve is in {path}", flush=True)
-    plt.close(fig)
-    return fig
-
-# %% ../../nbs/07_callback.schedule.ipynb #7cfb3288
-def lr_find(learn,
-            start_lr: float = 1e-7, # the first learning rate of the sweep
-            end_lr: float = 10., # the last
-            num_it: int = 100, # optimizer steps in the sweep (fewer if the loss diverges)
-            stop_div: bool = True, # stop when the loss diverges
-            show_plot: bool = True, # plot the curve: in the notebook (Jupyter, marimo), `<path>/lr_find.png` otherwise
-           ) -> SuggestedLRs | None:
-    "Sweep the lr exponentially, then restore everything exactly; return `(valley, steep, minimum)`, or None if stopped."
-    refuse_nested(learn.in_fit, 'lr_find')
-    if learn.comm.world_size > 1: raise RuntimeError("lr_find runs in one process: call it before distributed training.")
-    finder = LRFinder(start_lr, end_lr, num_it, stop_div)
-    saved, interrupted = _snapshot(learn), False
-    try:
-        with learn.removed_cbs(*[cb for cb in learn.cbs if not cb.during_lr_find]):
-            learn.storage = EventStorage()  # the sweep's numbers stay out of the run's history
-            learn.controls = type(learn.controls)()  # and the run's lr scale and requests stay out of the sweep
-            try: learn.fit(n_steps=num_it, cbs=finder)
-            except FitInterrupted: interrupted = True  # (Jupyter's interrupt: raised again once the sweep is put back)
-    finally: _restore(learn, saved)
-    if finder.stopped is not None:
-        partial_sweep(learn, finder, returns=not interrupted)
-        if interrupted: raise FitInterrupted(f"lr_find stopped (above). {CELL_ENDS}")
-        return None
-    suggestions = suggest_lrs(finder.lrs, finder.losses)
-    learn.lr_find_results = (finder.lrs, finder.losses)
-    if show_plot: plot_lr_find(finder.lrs, finder.losses, suggestions, path=learn.path / 'lr_find.png')
-    if interrupted: raise FitInterrupted(f"lr_find's sweep had ended when the kernel was interrupted: {suggestions}, "
-                                         f"its curve and points in learn.lr_find_results. {CELL_ENDS}")
-    return suggestions
-
-def partial_sweep(learn, finder: LRFinder,
-                  returns: bool = True, # whether lr_find returns (None); else it raises `FitInterrupted`
-                 ) -> None:
-    "A sweep stopped before its end (an interrupt, `request_stop`): its points kept, what happened said, no suggestions."
-    learn.lr_find_results = (finder.lrs, finder.losses)
-    at = (f"at lr {finder.lrs[-1]:.2e} after {len(finder.lrs)} of {finder.num_it} steps" if finder.lrs
-          else "before its first step")
-    points = "its points are in learn.lr_find_results"
-    returned = f"lr_find returns None ({points})" if returns else points
-    print(f"lr_find stopped ({finder.stopped}) {at}. A sweep cannot be resumed, and a partial one suggests no "
-          f"learning rate: {returned}. The model and optimizer are as before the sweep; run learn.lr_find() again.",
-          flush=True)
-
-def _snapshot(learn) -> dict:
-    "All that a side trip may change, to put back afterwards: the learner's state as a checkpoint holds it, and more."
-    batches = resumable_batches(learn.dls.train)
-    sampler_gen = None if batches is None else batches.sampler.generator
-    return {'state': copy.deepcopy(learner_state(learn)),  # (copied: it holds the live tensors)
-            'grads': {n: p.grad.clone() for n, p in learn.model.named_parameters() if p.grad is not None},
-            'rng': rng_states(),  # (the generators now: a checkpoint of a stopped fit holds those of its stop)
-            'order_rng': None if sampler_gen is None else sampler_gen.get_state(),
-            'attrs': {k: getattr(learn, k) for k in ('storage', 'fit_state', 'stop_point', 'controls')}}
-
-def _restore(learn, saved: dict):
-    restore_learner(learn, saved['state'])
-    for n, p in learn.model.named_parameters(): p.grad = saved['grads'].get(n)
-    set_rng_states(saved['rng'])
-    if saved['order_rng'] is not None: resumable_batches(learn.dls.train).sampler.generator.set_state(saved['order_rng'])
-    for k, v in saved['attrs'].items(): setattr(learn, k, v)  # (the objects themselves: the stopped fit's, say)
