@@ -343,11 +343,13 @@ SHARDED_WITH_OPT = ("save(..., with_opt=False) is not taken by a sharded learner
 def load_learner(learn, name_or_path,
                  weights_only_model: bool = False, # load the model's weights only: not the optimizer, callbacks, fit state...
                  with_opt: bool = True, # False: the same, as fastai names it
+                 device=None, # train on this device from now on: the learner moves there first (`learn.to`); None: stay
                 ):
     "Load a checkpoint saved by `save`, by path or by name in the run folder (read with `weights_only=True`)."
     weights_only_model = weights_only_model or not with_opt
     wait_for_save(learn)  # (a checkpoint being written is complete before anything is read)
     path = find_checkpoint(learn, name_or_path)
+    if device is not None: learn.to(device)  # (fastai's `device`: a GPU's checkpoint on a CPU, say)
     if path.is_dir():  # a sharded checkpoint: into any number of processes, or one without a process group
         learn.load_sharded(path, weights_only_model)  # (chapter `sharded`)
         return learn
