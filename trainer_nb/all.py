@@ -36,8 +36,9 @@ from .loop import Loop
 from .live_view import LiveView
 # callbacks: trackers
 from .callback.tracker import TrackerCallback, EarlyStopping, ReduceLROnPlateau, TerminateOnNaN
-# callbacks: outputs and timing
+# callbacks: outputs and timing; a classifier's mistakes
 from .callback.outputs import GatherPreds, SaveOutputs, IterationTimer
+from .interpret import ClassificationInterpretation
 # several processes
 from .distributed import DistributedTrainer, distribute, launch
 from .sharded import ShardedTrainer
@@ -69,5 +70,5 @@ __all__ = ['Learner', 'default_callbacks', 'FitInterrupted', 'DataLoaders', 'Cal
            'Controls', 'CheckpointError']
 __all__ += ['TrackioWriter', 'WandbWriter', 'MLflowWriter', 'TrackerWarning']
 __all__ += ['Preemption', 'TimeLimit', 'LossSpikes', 'exit_code', 'EXIT_REQUEUE']
-__all__ += ['SuggestedLRs', 'valley', 'steep', 'minimum', 'slide']
+__all__ += ['SuggestedLRs', 'valley', 'steep', 'minimum', 'slide', 'ClassificationInterpretation']
 
