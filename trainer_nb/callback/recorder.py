@@ -24,8 +24,8 @@ from .lr_find import plot_lr_find
 from ..writers import ConsoleWriter, EventWriter, JSONWriter
 
 # %% auto #0
-__all__ = ['Recorder', 'has_recorder', 'row_steps', 'table_rows', 'peak_rss_mb', 'Throughput', 'warn_if_another_run',
-           'WriterCallback', 'CSVLogger']
+__all__ = ['Recorder', 'metrics_figure', 'has_recorder', 'row_steps', 'table_rows', 'peak_rss_mb', 'Throughput',
+           'warn_if_another_run', 'WriterCallback', 'CSVLogger']
 
 # %% ../../nbs/05_callback.recorder.ipynb #166bbfbc
 _ROW = {'lr': False, 'samples': False, 'time/step': True, 'time/data': True}  # logged at each step, with their hints
@@ -155,6 +155,14 @@ class Recorder(Callback):
             raise RuntimeError("No lr_find sweep to plot yet: plot_lr_find draws the curve of the last one; learn.lr_find() first.")
         plot_lr_find(*self.learn.lr_find_results, path=self.learn.path / 'lr_find.png')
 
+    def plot_metrics(self):
+        "The rows of `values` by step: the losses together, then each metric on its own, as fastai's: in the cell; in a terminal, `<path>/metrics.png`."
+        names, rows = self.metric_names, self.values
+        if not rows: raise RuntimeError("No rows to plot yet: plot_metrics draws recorder.values, a row at each validation "
+                                        "(each epoch's end without one); learn.fit(...) first.")
+        plt, where = _pyplot()
+        _show_plot(self.learn, plt, metrics_figure(plt, names, rows, row_steps(self.learn.storage)), 'metrics', where)
+
     # fastai's names for what a fit logged: read from the storage (the Recorder keeps nothing more)
     losses = property(lambda self: _logged(self.learn.storage, 'train/loss'),
                       doc="The training loss of each step of the learner's fits, as logged (fastai's are smoothed).")
@@ -186,6 +194,16 @@ def _show_plot(learn, plt, fig, name: str, where):
     show_figure(fig, name, path, where)
     if path is not None: print(f"plot_{name}: the curve is in {path}", flush=True)
     plt.close(fig)
+
+def metrics_figure(plt, names: list[str], rows: list[list], steps: list[int]):
+    "The figure of `plot_metrics`: the columns `names` of `rows` at `steps`, the two losses in one plot, each metric in its own."
+    column = lambda j: [math.nan if row[j] is None else row[j] for row in rows]  # (a metric added later: none before)
+    fig, axes = plt.subplots(1, max(len(names) - 1, 1), figsize=(4 * max(len(names) - 1, 1), 3.5), squeeze=False)
+    for j, name in enumerate(names[:2]): axes[0][0].plot(steps, column(j), 'o-', label=name)
+    axes[0][0].set_title('loss'); axes[0][0].legend()
+    for j, name in enumerate(names[2:], 2): axes[0][j - 1].plot(steps, column(j), 'o-'); axes[0][j - 1].set_title(name)
+    for ax in axes[0]: ax.set_xlabel('step')
+    return fig
 
 def _logged(storage, name: str) -> list[float]:
     "The values of `name` in `storage`, oldest first (none if it was never logged)."
