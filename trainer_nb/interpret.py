@@ -102,10 +102,19 @@ class ClassificationInterpretation:
                               cmap: str = 'Blues', # matplotlib's colour map
                               path=None, # where a terminal writes it (default: `<run folder>/confusion_matrix.png`)
                              ):
-        "Draw the matrix, in the notebook's cell (Jupyter, marimo), or to `path` outside a notebook; return the figure."
+        "Draw the matrix, in the notebook's cell (Jupyter, marimo), or to `path` outside a notebook (a cell that ends with it shows it once)."
         import matplotlib
         where = frontend()
         if where is None: matplotlib.use('Agg', force=False)
+        import matplotlib.pyplot as plt
+        fig = self.confusion_figure(normalize, cmap)
+        if path is None and self.path is not None: path = Path(self.path) / 'confusion_matrix.png'
+        show_figure(fig, 'confusion_matrix', path, where)
+        if where is None and path is not None: print(f"confusion matrix: the figure is in {path}", flush=True)
+        plt.close(fig)
+
+    def confusion_figure(self, normalize: bool = False, cmap: str = 'Blues'):
+        "The figure that `plot_confusion_matrix` shows, to change or save as you like (close it when done)."
         import matplotlib.pyplot as plt
         cm = self.confusion_matrix().float()
         if normalize: cm = cm / cm.sum(1, keepdim=True).clamp(min=1)
@@ -120,8 +129,4 @@ class ClassificationInterpretation:
                 for j in range(self.n_classes):
                     value = f"{cm[i, j]:.2f}" if normalize else f"{int(cm[i, j])}"
                     ax.text(j, i, value, ha='center', va='center', color='white' if cm[i, j] > cm.max() / 2 else 'black')
-        if path is None and self.path is not None: path = Path(self.path) / 'confusion_matrix.png'
-        show_figure(fig, 'confusion_matrix', path, where)
-        if where is None and path is not None: print(f"confusion matrix: the figure is in {path}", flush=True)
-        plt.close(fig)
         return fig
