@@ -62,19 +62,19 @@ class ClassificationInterpretation:
 
     @classmethod
     def from_learner(cls, learn,
-                     ds_idx: int = 1, # the set, as fastai numbers them: 0 training, 1 validation, 2 test
-                     dl=None, # or a loader of yours
+                     ds_idx: int | None = None, # the set, as fastai numbers them: 0 training, 1 validation (the default), 2 test
+                     dl=None, # or a loader of yours, instead
                      vocab: list | None = None, # the classes' names (default: the data's or the model's, else numbers)
                     ) -> ClassificationInterpretation:
         "Predict the set (once) with each sample's loss, and interpret it."
-        where = {'dl': dl} if dl is not None else {'ds_idx': ds_idx}
+        where = {'dl': dl, 'ds_idx': 1 if ds_idx is None and dl is None else ds_idx}  # (both given: get_preds refuses)
         if learn.loss_func is not None: preds, targets, losses = learn.get_preds(**where, with_loss=True)
         else:  # (a model that computes its own loss, a transformers classifier: the cross-entropy of its scores)
             preds, targets = learn.get_preds(**where)
             check_class_scores(preds, targets)
             losses = nn.functional.cross_entropy(preds.float(), targets.long(), reduction='none')
-        names = vocab if vocab is not None else class_names(learn, preds.shape[-1] if preds.ndim == 2 else 0)
-        interp = cls(preds, targets, losses, names)
+        interp = cls(preds, targets, losses, vocab)  # (checked here, before the names are looked for)
+        if vocab is None: interp.vocab = class_names(learn, interp.n_classes) or interp.vocab
         interp.path = learn.path
         return interp
 
