@@ -94,22 +94,25 @@ class ParamScheduler(Callback):
         groups = self.learn.opt.param_groups
         for group in groups:
             for name in self.scheds: _check_hyper(group, name)
-        if self.kept is None:  # (not again when the same fit resumes: they are the settings from before it)
+        if self.kept is None:  # (else restored from a checkpoint written within the fit: the settings from before it)
             self.kept = [{k: group[k] for name in self.scheds for k in _KEYS[name] if k in group} for group in groups]
         self.total = self.learn.fit_state.total_steps
         if self.total is None:
             raise ValueError("ParamScheduler needs the fit's length in steps: give fit(n_steps=...), or a train "
                              "loader with a length.")
+        # a resumed fit may begin with a step, before any batch: the one that a stop within an accumulation left
+        if self.learn.fit_kind == 'resume': self.before_batch()
 
     def before_batch(self):
+        "The schedule's values at the fit's position, set in every parameter group."
         pct = self.learn.fit_state.fit_steps / max(self.total - 1, 1)
         for name, sched in self.scheds.items():
             value = sched(pct)
             for group in self.learn.opt.param_groups: _set_hyper(group, name, value)
 
     def after_fit(self):
-        "Once the fit is over (not a stop that `resume` continues), the settings it scheduled are put back as it found them."
-        if self.learn.fit_state.resumable or self.kept is None: return
+        "However the fit ends (a stop too: `resume` sets the schedule's values again), the settings it scheduled are put back as it found them."
+        if self.kept is None: return
         for group, settings in zip(self.learn.opt.param_groups, self.kept): group.update(settings)
         self.kept = None
 
