@@ -120,6 +120,7 @@ class FitRun:
         learn, state = self.learn, self.state
         if state.plan.get('method') != 'loop': self._check_optimizer()  # (a loop you write steps its own optimizers)
         if not self.resumed:  # (what a stopped fit left undone is for `resume`)
+            if learn.fit_state.batches_since_step: learn.model.zero_grad(set_to_none=True)  # (its accumulated gradients too)
             learn.stop_point, learn.controls.pending, learn.fit_kind = StopPoint(), [], 'fit'
         learn.fit_state, learn.stop_point.fit_cbs = state, self.cbs
         state.resumed_after = state.fit_steps if self.resumed else None  # (what the end line counts since)
