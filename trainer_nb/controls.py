@@ -107,12 +107,16 @@ class Controls:
         with self._lock: self.pending, self._queue, self.waiting = pending, [], bool(pending)
 
     # the loop's side: a fit starts, a batch boundary, an epoch's end
-    def start_fit(self):
+    def start_fit(self,
+                  new: bool = False, # a new fit, not `resume`: what a stopped fit left pending is dropped, and the lr factor
+                 ):
         "A fit starts (or resumes): no stop yet (a stop asked for earlier has happened); what a stop left pending is taken at the first boundary."
         self.stop_after_epoch, self.stop_kind = False, None
         if self.history and self.history[-1]['control'] == 'stop': self.last = None  # (that stop has happened: not pending)
+        if new: self.lr_scale = 1.  # (it steered the fit it was asked in, and that fit's `resume`)
         with self._lock:
-            self.pending, self._queue = [r for r in self.pending if r[0] != 'stop'], [r for r in self._queue if r[0] != 'stop']
+            pending = [] if new else [r for r in self.pending if r[0] != 'stop']
+            self.pending, self._queue = pending, [r for r in self._queue if r[0] != 'stop']
             self.waiting = bool(self.pending or self._queue)
 
     def at_boundary(self,

@@ -121,11 +121,11 @@ class FitRun:
         if state.plan.get('method') != 'loop': self._check_optimizer()  # (a loop you write steps its own optimizers)
         if not self.resumed:  # (what a stopped fit left undone is for `resume`)
             if learn.fit_state.batches_since_step: learn.model.zero_grad(set_to_none=True)  # (its accumulated gradients too)
-            learn.stop_point, learn.controls.pending, learn.fit_kind = StopPoint(), [], 'fit'
+            learn.stop_point, learn.fit_kind = StopPoint(), 'fit'
         learn.fit_state, learn.stop_point.fit_cbs = state, self.cbs
         state.resumed_after = state.fit_steps if self.resumed else None  # (what the end line counts since)
         start_state(state, learn.comm.world_size, learn.dls.train)  # (a resumed fit may come from other processes)
-        learn.controls.start_fit()
+        learn.controls.start_fit(new=not self.resumed)  # (a new fit drops what a stopped one left pending, and the lr factor)
         guard = nan_guard_for(learn.nan_guard, learn.opt, learn.device, learn.comm.world_size)
         interrupts = DeferredInterrupt(learn.request_stop, interrupt_message(learn, self.cbs))  # (a first one: a stop)
         with learn.added_cbs(self.cbs), learn.storage, interrupts, guard as learn.guard:
