@@ -113,7 +113,7 @@ class Controls:
         "A fit starts (or resumes): no stop yet (a stop asked for earlier has happened); what a stop left pending is taken at the first boundary."
         self.stop_after_epoch, self.stop_kind = False, None
         if self.history and self.history[-1]['control'] == 'stop': self.last = None  # (that stop has happened: not pending)
-        if new: self.lr_scale = 1.  # (it steered the fit it was asked in, and that fit's `resume`)
+        if new: self.lr_scale, self.last = 1., None  # (the factor and its line were the last fit's, and its `resume`'s)
         with self._lock:
             pending = [] if new else [r for r in self.pending if r[0] != 'stop']
             self.pending, self._queue = pending, [r for r in self._queue if r[0] != 'stop']
