@@ -61,7 +61,8 @@ def learner_extras(learn) -> dict:
             'loader': stop.loader if stopped else (train.state_dict() if is_stateful(train) else None),
             'grads': pending_grads(learn), 'controls': learn.controls.state_dict(), 'epoch_rng': stop.epoch_rng,
             'held': stop.held if stopped else None,  # (a batch an out-of-memory stop took and did not train on)
-            'tracked': {name: obj.state_dict() for name, obj in learn.tracked.items()}}  # (`learn.track`)
+            'tracked': {name: obj.state_dict() for name, obj in learn.tracked.items()},  # (`learn.track`)
+            'hypers': {'lr': learn.lr, 'wd': learn.wd}}  # (what its optimizer holds between fits: see `restore_extras`)
 
 def own_callbacks(learn) -> list:
     "The learner's own callbacks, which it keeps between fits: not those given to its running or stopped fit."
@@ -132,6 +133,8 @@ def restore_extras(learn, state: dict):
                           state.get('held'))  # (for `resume`)
     restore_tracked(learn, state.get('tracked', {}))
     learn.controls.load_state_dict(state['controls'])
+    if 'hypers' in state:  # `learn.lr` and `learn.wd` follow the optimizer just loaded (set here, not by their setters,
+        learn._lr, learn._wd = state['hypers']['lr'], state['hypers']['wd']  # which would set the optimizer's again)
     grads = {plain_key(k): g for k, g in (state['grads'] or {}).items()}
     for name, p in learn.raw_model.named_parameters():
         p.grad = grads[plain_key(name)].to(p.device) if plain_key(name) in grads else None
