@@ -183,7 +183,8 @@ FROM_FASTAI = {  # fastai `Learner` methods that trainer_nb lacks -> what does i
     'show_training_loop': "learn.show_loop() prints the loop's events and the callbacks that run at each",
     'no_mbar': "with learn.no_bar(): trains without the progress bars, live plot and control panel",
     'no_logging': "with learn.no_bar(): trains without the progress table and bars (metrics.json is still written)",
-    'show_results': "learn.get_preds() returns the validation set's predictions and targets, to show as you like",
+    'show_results': "learn.get_preds(with_decoded=True) returns the predictions, targets and classes, to show as you like",
+    'fit_sgdr': "torch's warm restarts: learn.fit(n, cbs=TorchScheduler(lambda opt: CosineAnnealingWarmRestarts(opt, T_0=len(learn.dls.train))))",
     'tta': "no test-time augmentation: get_preds(dl=...) on a loader of augmented items, then average the predictions",
     # and the attributes a fastai callback reads
     'n_epoch': "learn.n_epochs is the fit's epochs (None for a fit of n_steps)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import functools
 import inspect
 import time
 from collections.abc import Mapping
@@ -22,8 +23,8 @@ from ..data import in_dataset_order
 from ..parts import call_model, predictions, refuse_nested, split_batch
 
 # %% auto #0
-__all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'check_alike', 'GatherPreds', 'loader_at', 'get_preds',
-           'predict', 'PlainText', 'layer_rows', 'summary', 'SaveOutputs', 'IterationTimer']
+__all__ = ['detach_cpu', 'sample_losses', 'check_sample_losses', 'check_alike', 'GatherPreds', 'loader_at', 'decoder_of',
+           'get_preds', 'predict', 'PlainText', 'layer_rows', 'summary', 'SaveOutputs', 'IterationTimer']
 
 # %% ../../nbs/15_callback.outputs.ipynb #e6b146bc
 def detach_cpu(x, as_float: bool = False):
@@ -130,33 +131,63 @@ def loader_at(learn,
                                        f"loader: learn.{who}(dl=...).")
     return in_dataset_order(found, learn.comm) if ds_idx == 0 else found
 
+# torch's losses whose model outputs say what is predicted: a class (its largest output), a yes or no (a logit above 0,
+# or a probability above 0.5), or a value (the output itself)
+_DECODERS = (
+    ((nn.functional.cross_entropy, nn.functional.nll_loss, nn.CrossEntropyLoss, nn.NLLLoss), lambda p: p.argmax(1)),
+    ((nn.functional.binary_cross_entropy_with_logits, nn.BCEWithLogitsLoss), lambda p: p > 0),
+    ((nn.functional.binary_cross_entropy, nn.BCELoss), lambda p: p > 0.5),
+    ((nn.functional.mse_loss, nn.functional.l1_loss, nn.functional.smooth_l1_loss, nn.functional.huber_loss,
+      nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss), lambda p: p),
+)
+
+def decoder_of(loss_func, # the learner's loss function (a `functools.partial` of one counts as it)
+               who: str = 'get_preds(with_decoded=True)', # what asks, as the error names it
+              ):
+    "What a model trained with `loss_func` predicts, from its outputs: the loss's own `decodes`, or that of a torch loss."
+    func = loss_func.func if isinstance(loss_func, functools.partial) else loss_func
+    own = getattr(func, 'decodes', None)  # (fastai's loss classes have one)
+    if callable(own): return own
+    for losses, decode in _DECODERS:
+        if any(func is f or (isinstance(f, type) and isinstance(func, f)) for f in losses): return decode
+    name = 'None (the model computes its own loss)' if func is None else getattr(func, '__name__', type(func).__name__)
+    raise ValueError(f"{who} decodes the outputs of torch's classification and regression losses (cross_entropy: the "
+                     f"class of the largest output; binary_cross_entropy_with_logits: a logit above 0; mse_loss: the "
+                     f"output itself), and learn.loss_func is {name}. Decode the predictions yourself (a classifier's "
+                     "logits: preds.argmax(-1)), or give the loss function a decodes(preds) method, as fastai's losses have.")
+
 def get_preds(learn,
               dl=None, # a loader (default: the validation loader)
               with_loss: bool = False, # also return the loss of each sample
               with_input: bool = False, # also return the inputs (first)
               ds_idx: int | None = None, # instead of `dl`, one of the learner's sets, as fastai numbers them: 0 training, 1 validation, 2 test
               act=None, # a function of the predictions, e.g. `lambda p: p.softmax(-1)` (default: the model's outputs as they are)
+              with_decoded: bool = False, # also return what is predicted (a class...: `decoder_of`), after the targets
              ) -> tuple:
-    "`(preds, targets)` over `dl`, concatenated, on the CPU; `(inputs, preds, targets, losses)` with both options."
+    "`(preds, targets)` over `dl`, concatenated, on the CPU; `(inputs, preds, targets, decoded, losses)` with all options."
     if act is not None and not callable(act):
         raise TypeError(f"act must be a function of the predictions, e.g. act=lambda p: p.softmax(-1); got {act!r}.")
+    decode = decoder_of(learn.loss_func) if with_decoded else None  # (before any batch: an unknown loss is refused at once)
     if ds_idx is not None: dl = loader_at(learn, ds_idx, dl)
     gather = GatherPreds(with_loss=with_loss, with_input=with_input)
     gather.check(learn)
     with learn.added_cbs(gather): learn.evaluate(dl, split='preds')
-    result = gather.result()
-    if act is None: return result
+    result = list(gather.result())
     at = 1 if with_input else 0  # (where the predictions are in the tuple)
-    return (*result[:at], act(result[at]), *result[at + 1:])
+    if decode is not None: result.insert(at + 2, decode(result[at]))  # (from the outputs, whatever `act` makes of them)
+    if act is not None: result[at] = act(result[at])
+    return tuple(result)
 
 def predict(learn, item,
             act=None, # a function of the prediction, e.g. `lambda p: p.softmax(-1)` (default: the model's output as it is)
-           ) -> torch.Tensor:
+            with_decoded: bool = False, # return `(decoded, prediction)`: what is predicted (a class...: `decoder_of`) first
+           ):
     "The model's prediction for one item (an input, or a dict of inputs, without its batch dimension), on the CPU."
     def batched(x): return x.unsqueeze(0) if isinstance(x, torch.Tensor) else x
+    if with_decoded: decoder_of(learn.loss_func, 'predict(with_decoded=True)')  # (refused before the model runs)
     if isinstance(item, Mapping): batch = {k: batched(v) for k, v in item.items()}
     else: batch = tuple(map(batched, item if isinstance(item, (tuple, list)) else (item,)))
-    try: preds, _ = get_preds(learn, [batch], act=act)
+    try: preds, _, *decoded = get_preds(learn, [batch], act=act, with_decoded=with_decoded)
     except Exception as e:  # (an item that is a batch of one already, as a tokenizer's return_tensors='pt' gives)
         given = item.values() if isinstance(item, Mapping) else item if isinstance(item, (tuple, list)) else (item,)
         leading_one = [v for v in given if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == 1]
@@ -164,7 +195,7 @@ def predict(learn, item,
                                     "dimension of 1 already: a batch of one? Pass the item without it (a tokenizer's "
                                     "output: {k: v[0] for k, v in enc.items()}), or the batch to learn.get_preds([batch]).)")
         raise
-    return preds[0]
+    return (decoded[0][0], preds[0]) if with_decoded else preds[0]
 
 # %% ../../nbs/15_callback.outputs.ipynb #95a33ebd
 class PlainText(str):
