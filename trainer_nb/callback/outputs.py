@@ -141,8 +141,13 @@ _DECODERS = (
       nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss), lambda p: p),
 )
 
+# a transformers model that computes its own loss says which it computed in its config (set at its first loss)
+_PROBLEM_TYPES = {'single_label_classification': lambda p: p.argmax(-1), 'multi_label_classification': lambda p: p > 0,
+                  'regression': lambda p: p}
+
 def decoder_of(loss_func, # the learner's loss function (a `functools.partial` of one counts as it)
                who: str = 'get_preds(with_decoded=True)', # what asks, as the error names it
+               model=None, # the model, when `loss_func` is None: a transformers model's `config.problem_type`
               ):
     "What a model trained with `loss_func` predicts, from its outputs: the loss's own `decodes`, or that of a torch loss."
     func = loss_func.func if isinstance(loss_func, functools.partial) else loss_func
@@ -150,7 +155,10 @@ def decoder_of(loss_func, # the learner's loss function (a `functools.partial` o
     if callable(own): return own
     for losses, decode in _DECODERS:
         if any(func is f or (isinstance(f, type) and isinstance(func, f)) for f in losses): return decode
-    name = 'None (the model computes its own loss)' if func is None else getattr(func, '__name__', type(func).__name__)
+    problem = getattr(getattr(model, 'config', None), 'problem_type', None) if func is None else None
+    if problem in _PROBLEM_TYPES: return _PROBLEM_TYPES[problem]
+    name = ("None (the model computes its own loss; a transformers model's config.problem_type says which once it has "
+            "computed one, in a fit)") if func is None else getattr(func, '__name__', type(func).__name__)
     raise ValueError(f"{who} decodes the outputs of torch's classification and regression losses (cross_entropy: the "
                      f"class of the largest output; binary_cross_entropy_with_logits: a logit above 0; mse_loss: the "
                      f"output itself), and learn.loss_func is {name}. Decode the predictions yourself (a classifier's "
@@ -167,7 +175,7 @@ def get_preds(learn,
     "`(preds, targets)` over `dl`, concatenated, on the CPU; `(inputs, preds, targets, decoded, losses)` with all options."
     if act is not None and not callable(act):
         raise TypeError(f"act must be a function of the predictions, e.g. act=lambda p: p.softmax(-1); got {act!r}.")
-    decode = decoder_of(learn.loss_func) if with_decoded else None  # (before any batch: an unknown loss is refused at once)
+    decode = decoder_of(learn.loss_func, model=learn.raw_model) if with_decoded else None  # (before any batch: an unknown loss is refused at once)
     if ds_idx is not None: dl = loader_at(learn, ds_idx, dl)
     gather = GatherPreds(with_loss=with_loss, with_input=with_input)
     gather.check(learn)
@@ -184,7 +192,7 @@ def predict(learn, item,
            ):
     "The model's prediction for one item (an input, or a dict of inputs, without its batch dimension), on the CPU."
     def batched(x): return x.unsqueeze(0) if isinstance(x, torch.Tensor) else x
-    if with_decoded: decoder_of(learn.loss_func, 'predict(with_decoded=True)')  # (refused before the model runs)
+    if with_decoded: decoder_of(learn.loss_func, 'predict(with_decoded=True)', learn.raw_model)  # (refused before the model runs)
     if isinstance(item, Mapping): batch = {k: batched(v) for k, v in item.items()}
     else: batch = tuple(map(batched, item if isinstance(item, (tuple, list)) else (item,)))
     try: preds, _, *decoded = get_preds(learn, [batch], act=act, with_decoded=with_decoded)
