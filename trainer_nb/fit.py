@@ -16,11 +16,12 @@ from .display import frontend, interrupted_cell_end
 from .data import gives_batches_once, loader_len, release_workers, step_sizes, timed, used_up
 from .optimizer import add_unfrozen, check_optimizer_holds, unfrozen_note
 from .parts import batch_size, check_forward, nan_guard_for
-from .state import RESUMABLE_STOPS, FitState, StopPoint, fit_position, new_fit_state, restored_rng, start_state
+from .state import (RESUMABLE_STOPS, FitState, StopPoint, check_resumable, fit_position, new_fit_state,
+                                restored_rng, start_state)
 
 # %% auto #0
-__all__ = ['LENGTH_FIXES', 'HALF_DONE', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'plan_fit',
-           'interrupt_message', 'interrupted_cell', 'end_cut_short', 'FitRun']
+__all__ = ['LENGTH_FIXES', 'HALF_DONE', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'check_same_loader',
+           'check_resume', 'plan_fit', 'interrupt_message', 'interrupted_cell', 'end_cut_short', 'FitRun']
 
 # %% ../nbs/04a_fit.ipynb #18e3250d
 LENGTH_FIXES = {  # what each length argument of `fit` counts, and an example
@@ -56,6 +57,27 @@ def check_fresh_resume(state: FitState, # the learner's fit state
         raise RuntimeError(f"Nothing to resume: this learner has not run a fit (a new learner, or a restarted "
                            f"kernel), but its run folder has a last checkpoint, {last}: learn.load('last'), then "
                            "learn.resume(), continues the fit saved there.")
+
+def check_same_loader(state: FitState, # the stopped fit's state
+                      train_dl, # the learner's training loader now
+                      world_size: int, # the processes that train now (other than the stopped fit's: `match_world` counts again)
+                     ):
+    "Refuse to resume a fit over a training loader of another length than the one it was planned with: its steps, schedule and position count those batches."
+    now, then = loader_len(train_dl), state.batches_per_epoch
+    if now is None or then is None or now == then or world_size != state.world_size: return
+    new = f"learn.{state.plan.get('method', 'fit')}(...)"
+    raise ValueError(f"The training loader has {now} batches an epoch, and the stopped fit was planned over {then}: its "
+                     "steps, its schedule and where it stopped in the epoch count those batches, so it cannot go on over "
+                     f"these. To continue it, put back a loader of the same data and batch size; or start a new fit on "
+                     f"this one with {new}, which goes on from the current weights and optimizer.")
+
+def check_resume(learn, # the Learner whose last fit `resume` (or `learn.loop`) continues
+                ):
+    "Refuse to resume unless the learner's last fit can go on exactly: `check_fresh_resume`, `check_resumable`, `check_same_loader`."
+    state, last = learn.fit_state, learn.checkpoint_path('last')
+    check_fresh_resume(state, last)  # (after a restart: load it first)
+    check_resumable(state, last)
+    check_same_loader(state, learn.dls.train, learn.comm.world_size)
 
 def plan_fit(learn, # the Learner
              n_epochs: int | None, # train for this many epochs...

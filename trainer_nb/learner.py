@@ -44,8 +44,8 @@ from .parts import (FROM_FASTAI, batch_size, call_model, check_device, check_los
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, check_wd, compiled, model_loss, nan_guard_for, predictions,
                               refuse_fastai_keywords, refuse_nested, split_batch, step_scalars)
-from .fit import FitRun, check_fit_length, check_fresh_resume, check_resume_args, plan_fit
-from .state import FitState, StopPoint, check_resumable, rng_states
+from .fit import FitRun, check_fit_length, check_resume, check_resume_args, plan_fit
+from .state import FitState, StopPoint, rng_states
 
 # %% auto #0
 __all__ = ['default_callbacks', 'with_defaults', 'Learner']
@@ -220,8 +220,7 @@ class Learner:
 
     def resumed_fit(self, cbs) -> tuple[FitState, list]:
         "The fit state and callbacks to resume the last fit with (checked), the random states put back: for `resume` and `loop`."
-        check_fresh_resume(self.fit_state, self.checkpoint_path('last'))  # (after a restart: load it first)
-        check_resumable(self.fit_state, self.checkpoint_path('last'))
+        check_resume(self)  # (after a restart: loaded first; a fit that can continue; over the loader it planned with)
         cbs, stopped_here = as_callback_list(cbs), self.stop_point.fit_cbs
         fit_cbs = (stopped_here + cbs if stopped_here is not None  # (the same objects, in this process)
                    else callbacks_after_restart(self.fit_state.plan, self.stop_point.cb_states, cbs))
