@@ -103,7 +103,7 @@ def out_of_memory_message(where: str, # the batch, in words (`fit_position`)
     call = (f"learn.resume(cbs=[MicroBatches({k})])" if resume_hint == 'learn.resume()'
             else f"{resume_hint} with MicroBatches({k})")
     fix = (f"{call} splits each batch in {k} parts (the same result, less memory), or MicroBatches('auto') finds the "
-           "parts; or use a smaller batch size" if micro < n_samples else  # (a part is one sample already:)
+           "parts; or a new fit with a smaller batch size" if micro < n_samples else  # (a part is one sample already:)
            "each part is one sample already, so more parts cannot help: use less memory a sample (mixed precision, a "
            "smaller model or input, activation checkpointing)")
     cuda = ("; or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before the first CUDA call (fragmented memory)"
