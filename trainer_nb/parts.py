@@ -57,8 +57,7 @@ def check_lr(lr) -> float:
     "`lr` as a float, if it is a finite number >= 0 (0 freezes the weights but still runs the loop); a numpy or one-element tensor too."
     if isinstance(lr, slice): raise ValueError(slice_message('lr', lr))
     value = _real(lr)
-    if value is None or not 0 <= value < float('inf'):
-        raise ValueError(f"lr must be a finite number >= 0, got {lr!r}.")
+    if value is None or not 0 <= value < float('inf'): raise ValueError(f"lr must be a finite number >= 0, got {lr!r}.")
     return value
 
 def check_wd(wd) -> float:
@@ -90,10 +89,9 @@ def check_device(device,
 
 def check_parts(model, loss_func=None, train_step=None, opt_func=None):
     "Refuse a `model` that is not a module, and a `loss_func`, `train_step` or `opt_func` that cannot be called."
-    if isinstance(model, type) and issubclass(model, nn.Module):
-        raise TypeError(f"model is the class {model.__name__}; pass an instance: {model.__name__}(...).")
-    if isinstance(loss_func, type) and issubclass(loss_func, nn.Module):  # (called on a batch, it would make a module)
-        raise TypeError(f"loss_func is the class {loss_func.__name__}; pass an instance: {loss_func.__name__}().")
+    for arg, name, args in ((model, 'model', '...'), (loss_func, 'loss_func', '')):  # (a loss class on a batch makes a module)
+        if isinstance(arg, type) and issubclass(arg, nn.Module):
+            raise TypeError(f"{name} is the class {arg.__name__}; pass an instance: {arg.__name__}({args}).")
     if not isinstance(model, nn.Module):
         loaders = hasattr(model, 'train') and hasattr(model, 'valid') or isinstance(model, (tuple, list, torch.utils.data.DataLoader))
         swapped = (" Learner takes the model first: Learner(model, dls, loss_func) (fastai's Learner takes the loaders "
@@ -106,7 +104,9 @@ def check_parts(model, loss_func=None, train_step=None, opt_func=None):
                          "first: model.to_empty(device='cpu'), then initialise the weights (e.g. each module's "
                          "reset_parameters()) or load them (model.load_state_dict(..., assign=True)).")
     for arg, name in ((loss_func, 'loss_func'), (train_step, 'train_step'), (opt_func, 'opt_func')):
-        if arg is not None and not callable(arg): raise TypeError(f"{name} must be callable, got {type(arg).__name__}.")
+        made = (f" opt_func makes the optimizer, opt_func(params, lr=lr): pass the class, {type(arg).__name__}; or set one you "
+                "made once the learner is made: learn.opt = ..." if isinstance(arg, torch.optim.Optimizer) else '')
+        if arg is not None and not callable(arg): raise TypeError(f"{name} must be callable, got {type(arg).__name__}.{made}")
 
 def check_forward(model: nn.Module, # the learner's model
                   train_step, # the learner's `train_step`, or None
