@@ -104,8 +104,8 @@ def check_parts(model, loss_func=None, train_step=None, opt_func=None):
                          "first: model.to_empty(device='cpu'), then initialise the weights (e.g. each module's "
                          "reset_parameters()) or load them (model.load_state_dict(..., assign=True)).")
     for arg, name in ((loss_func, 'loss_func'), (train_step, 'train_step'), (opt_func, 'opt_func')):
-        made = (f" opt_func makes the optimizer, opt_func(params, lr=lr): pass the class, {type(arg).__name__}; or set one you "
-                "made once the learner is made: learn.opt = ..." if isinstance(arg, torch.optim.Optimizer) else '')
+        made = (f" opt_func makes the optimizer: pass its class, {type(arg).__name__}, with its other settings in a partial "
+                "(partial(torch.optim.SGD, momentum=0.9)), and the lr as Learner(lr=...)" if isinstance(arg, torch.optim.Optimizer) else '')
         if arg is not None and not callable(arg): raise TypeError(f"{name} must be callable, got {type(arg).__name__}.{made}")
 
 def check_forward(model: nn.Module, # the learner's model
