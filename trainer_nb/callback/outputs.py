@@ -20,6 +20,7 @@ from .core import Callback
 from ..core import add_note, to_device
 from ..files import atomic_save, atomic_write
 from ..data import in_dataset_order
+from ..interpret import class_names
 from ..parts import call_model, predictions, refuse_nested, split_batch
 
 # %% auto #0
@@ -188,7 +189,7 @@ def get_preds(learn,
 
 def predict(learn, item,
             act=None, # a function of the prediction, e.g. `lambda p: p.softmax(-1)` (default: the model's output as it is)
-            with_decoded: bool = False, # return `(decoded, prediction)`: what is predicted (a class...: `decoder_of`) first
+            with_decoded: bool = False, # return `(label, decoded, prediction)`, as fastai's `predict` (see below)
            ):
     "The model's prediction for one item (an input, or a dict of inputs, without its batch dimension), on the CPU."
     def batched(x): return x.unsqueeze(0) if isinstance(x, torch.Tensor) else x
@@ -203,7 +204,11 @@ def predict(learn, item,
                                     "dimension of 1 already: a batch of one? Pass the item without it (a tokenizer's "
                                     "output: {k: v[0] for k, v in enc.items()}), or the batch to learn.get_preds([batch]).)")
         raise
-    return (decoded[0][0], preds[0]) if with_decoded else preds[0]
+    if not with_decoded: return preds[0]
+    decoded, pred = decoded[0][0], preds[0]
+    is_class = decoded.ndim == 0 and not decoded.is_floating_point() and decoded.dtype != torch.bool
+    names = class_names(learn, pred.shape[-1]) if is_class else None  # (the dataset's `classes`, a config's `id2label`)
+    return names[decoded] if names else decoded, decoded, pred
 
 # %% ../../nbs/15_callback.outputs.ipynb #95a33ebd
 class PlainText(str):
