@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import suppress
 from pathlib import Path
 
+from .callback.training import GradientAccumulation
 from .callback.core import (CancelBatchException, CancelEpochException, CancelFitException,
                                       CancelTrainException, first_error, fit_error, stop_reason_of)
 from .core import (AUTO_RESUME_HINT, CELL_ENDS, DeferredInterrupt, FitInterrupted, add_note, is_whole,
@@ -20,8 +21,8 @@ from .state import (RESUMABLE_STOPS, FitState, StopPoint, check_resumable, fit_p
                                 restored_rng, start_state)
 
 # %% auto #0
-__all__ = ['LENGTH_FIXES', 'HALF_DONE', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'check_same_loader',
-           'check_resume', 'plan_fit', 'interrupt_message', 'interrupted_cell', 'end_cut_short', 'FitRun']
+__all__ = ['LENGTH_FIXES', 'HALF_DONE', 'check_fit_length', 'check_resume_args', 'check_fresh_resume', 'check_resume',
+           'check_same_plan', 'plan_fit', 'interrupt_message', 'interrupted_cell', 'end_cut_short', 'FitRun']
 
 # %% ../nbs/04a_fit.ipynb #18e3250d
 LENGTH_FIXES = {  # what each length argument of `fit` counts, and an example
@@ -58,26 +59,32 @@ def check_fresh_resume(state: FitState, # the learner's fit state
                            f"kernel), but its run folder has a last checkpoint, {last}: learn.load('last'), then "
                            "learn.resume(), continues the fit saved there.")
 
-def check_same_loader(state: FitState, # the stopped fit's state
-                      train_dl, # the learner's training loader now
-                      world_size: int, # the processes that train now (other than the stopped fit's: `match_world` counts again)
-                     ):
-    "Refuse to resume a fit over a training loader of another length than the one it was planned with: its steps, schedule and position count those batches."
-    now, then = loader_len(train_dl), state.batches_per_epoch
-    if now is None or then is None or now == then or world_size != state.world_size: return
-    new = f"learn.{state.plan.get('method', 'fit')}(...)"
-    raise ValueError(f"The training loader has {now} batches an epoch, and the stopped fit was planned over {then}: its "
-                     "steps, its schedule and where it stopped in the epoch count those batches, so it cannot go on over "
-                     f"these. To continue it, put back a loader of the same data and batch size; or start a new fit on "
-                     f"this one with {new}, which goes on from the current weights and optimizer.")
-
 def check_resume(learn, # the Learner whose last fit `resume` (or `learn.loop`) continues
                 ):
-    "Refuse to resume unless the learner's last fit can go on exactly: `check_fresh_resume`, `check_resumable`, `check_same_loader`."
+    "Refuse to resume unless the learner has a last fit that can go on exactly: `check_fresh_resume`, `check_resumable`."
     state, last = learn.fit_state, learn.checkpoint_path('last')
     check_fresh_resume(state, last)  # (after a restart: load it first)
     check_resumable(state, last)
-    check_same_loader(state, learn.dls.train, learn.comm.world_size)
+
+def check_same_plan(learn, # the Learner whose last fit `resume` (or `learn.loop`) continues
+                    cbs: list, # the callbacks of the resumed fit, besides the learner's
+                   ):
+    "Refuse to resume a fit over batches counted otherwise than when it was planned: a training loader of another length, another `GradientAccumulation`."
+    state, new = learn.fit_state, f"learn.{learn.fit_state.plan.get('method', 'fit')}(...)"
+    now, then = loader_len(learn.dls.train), state.batches_per_epoch
+    if now is not None and then is not None and now != then and learn.comm.world_size == state.world_size:
+        raise ValueError(f"The training loader has {now} batches an epoch, and the stopped fit was planned over {then}: "
+                         "its steps, its schedule and where it stopped in the epoch count those batches, so it cannot go "
+                         "on over these. To continue it, put back a loader of the same data and batch size; or start a "
+                         f"new fit on this one with {new}, which goes on from the current weights and optimizer.")
+    asked = [cb.n_acc for cb in [*learn.cbs, *cbs] if isinstance(cb, GradientAccumulation)] or [1]
+    if asked[-1] != state.accum_every:  # (set by the callback at each fit's start; kept by the state of a stopped one)
+        raise ValueError(f"The stopped fit stepped the optimizer every {state.accum_every} training batches, and with "
+                         f"these callbacks it would step every {asked[-1]}: its steps, its schedule and the gradient of "
+                         f"a step count those batches. To continue it, resume "
+                         + ("without GradientAccumulation (learn.remove_cb(GradientAccumulation))" if state.accum_every == 1
+                            else f"with GradientAccumulation({state.accum_every}) (in the learner's callbacks, or "
+                                 "learn.resume(cbs=[...]))") + f"; or start a new fit with {new}.")
 
 def plan_fit(learn, # the Learner
              n_epochs: int | None, # train for this many epochs...

@@ -44,7 +44,7 @@ from .parts import (FROM_FASTAI, batch_size, call_model, check_device, check_los
                               check_lr, check_metrics_loaders, check_parts, check_run_folder, check_step_output,
                               check_target_key, check_wd, compiled, model_loss, nan_guard_for, predictions,
                               refuse_fastai_keywords, refuse_nested, split_batch, step_scalars)
-from .fit import FitRun, check_fit_length, check_resume, check_resume_args, plan_fit
+from .fit import FitRun, check_fit_length, check_resume, check_resume_args, check_same_plan, plan_fit
 from .state import FitState, StopPoint, rng_states
 
 # %% auto #0
@@ -224,6 +224,7 @@ class Learner:
         cbs, stopped_here = as_callback_list(cbs), self.stop_point.fit_cbs
         fit_cbs = (stopped_here + cbs if stopped_here is not None  # (the same objects, in this process)
                    else callbacks_after_restart(self.fit_state.plan, self.stop_point.cb_states, cbs))
+        check_same_plan(self, fit_cbs)  # (the same batches a step: the loader's length, the accumulation)
         self.stop_point.restore_rng()
         self.fit_kind = 'resume'
         return self.fit_state, fit_cbs
