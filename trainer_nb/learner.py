@@ -220,7 +220,7 @@ class Learner:
 
     def resumed_fit(self, cbs) -> tuple[FitState, list]:
         "The fit state and callbacks to resume the last fit with (checked), the random states put back: for `resume` and `loop`."
-        check_resume(self)  # (after a restart: loaded first; a fit that can continue; over the loader it planned with)
+        check_resume(self)  # (after a restart: loaded first; a fit that can continue)
         cbs, stopped_here = as_callback_list(cbs), self.stop_point.fit_cbs
         fit_cbs = (stopped_here + cbs if stopped_here is not None  # (the same objects, in this process)
                    else callbacks_after_restart(self.fit_state.plan, self.stop_point.cb_states, cbs))
